@@ -1,0 +1,50 @@
+# crawlfleet — each target calls one script or tool; see README.md.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST := $(VENV)/bin/pytest
+# Debian's docker client first: it matches the dockerd that scripts/dockerd.sh starts.
+export PATH := $(CURDIR)/$(VENV)/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: help install lint unit integration lab test demo bench lab-up lab-down lab-status clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+install: ## Debian packages + .venv (idempotent)
+	@scripts/install-deps.sh
+
+lint: install ## ruff, mypy, yamllint, ansible-lint (production), syntax-check
+	@scripts/lint.sh
+
+unit: install ## fast tests, no servers
+	$(PYTEST) tests/unit
+
+integration: install ## real redis-server, real HTTP servers, real crawls on loopback
+	$(PYTEST) tests/integration
+
+lab: install ## Docker hosts running systemd, vagrant up, ansible-playbook
+	$(PYTEST) tests/lab
+
+test: ## everything, in order, stopping at the first failure: lint, unit, integration, lab
+	@scripts/install-deps.sh
+	@scripts/lint.sh
+	$(PYTEST) tests/unit
+	$(PYTEST) tests/integration
+	$(PYTEST) tests/lab
+
+demo: install ## bring up the three-host lab, provision it, show what runs where
+	@scripts/demo.sh
+
+bench: install ## benchmarks side by side with scrapy-redis; results in results/bench.{json,md}
+	@scripts/bench.sh
+
+lab-up: install ## start (or reuse) the lab and provision it with site.yml
+	@scripts/lab.sh up
+
+lab-down: ## destroy the lab: no container, network or lock file left behind
+	@scripts/lab.sh down
+
+lab-status: ## what runs where in the lab
+	@scripts/lab.sh status

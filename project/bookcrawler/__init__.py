@@ -1,0 +1,1 @@
+"""The book crawl: a Scrapy project that runs on crawlfleet workers."""

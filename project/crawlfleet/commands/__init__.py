@@ -1,0 +1,1 @@
+"""Operator sub-commands of `crawlfleet` (one module per command)."""
