@@ -50,9 +50,23 @@ class RedisServer:
 def _spawn(port: int, password: str | None, workdir: Path) -> subprocess.Popen[bytes]:
     server = shutil.which("redis-server") or "/usr/bin/redis-server"
     args = [
-        server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
-        "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-        "--daemonize", "no", "--logfile", str(workdir / "redis.log"),
+        server,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(workdir),
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--daemonize",
+        "no",
+        "--logfile",
+        str(workdir / "redis.log"),
     ]
     if password:
         args += ["--requirepass", password]

@@ -27,8 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SERVICES:
-        sub.add_parser(name, help=f"run the {name} service (see: crawlfleet {name} --help)",
-                       add_help=False)
+        sub.add_parser(
+            name, help=f"run the {name} service (see: crawlfleet {name} --help)", add_help=False
+        )
     for module_name in COMMANDS:
         importlib.import_module(f"crawlfleet.commands.{module_name}").add_parser(sub)
     return parser

@@ -1,4 +1,4 @@
-"""One Redis connection pool per process, built from a URL, with errors that never leak passwords."""
+"""One Redis connection pool per process, built from a URL; errors never leak passwords."""
 
 from __future__ import annotations
 
@@ -50,11 +50,13 @@ def get_redis(url: str, **params: Any) -> redis.Redis:
 
 
 def check_connection(client: redis.Redis, url: str) -> None:
-    """Ping Redis once; raise a one-line ``RedisConfigError`` that names the masked URL on failure."""
+    """Ping Redis once; on failure raise a one-line ``RedisConfigError`` naming the masked URL."""
     try:
         client.ping()
     except redis.AuthenticationError:
-        raise RedisConfigError(f"Redis at {mask_url(url)} rejected the password (REDIS_URL)") from None
+        raise RedisConfigError(
+            f"Redis at {mask_url(url)} rejected the password (REDIS_URL)"
+        ) from None
     except redis.ResponseError as exc:
         if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
             raise RedisConfigError(
@@ -62,4 +64,6 @@ def check_connection(client: redis.Redis, url: str) -> None:
             ) from None
         raise
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise RedisConfigError(f"cannot reach Redis at {mask_url(url)} (REDIS_URL): {exc}") from None
+        raise RedisConfigError(
+            f"cannot reach Redis at {mask_url(url)} (REDIS_URL): {exc}"
+        ) from None
