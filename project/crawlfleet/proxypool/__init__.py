@@ -1,1 +1,1 @@
-"""crawlfleet.proxypool."""
+"""The proxy pool service: scored proxies in Redis, fetched, tested and served over HTTP."""
