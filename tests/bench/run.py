@@ -10,6 +10,7 @@ import argparse
 import importlib.util
 import json
 import platform
+import shutil
 import sys
 import time
 import traceback
@@ -42,7 +43,8 @@ class BenchContext:
     def start_redis(self) -> RedisServer:
         """A fresh redis-server in its own directory, stopped when the module's run ends."""
         path = self.workdir / f"redis-{len(self._servers)}"
-        path.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(path, ignore_errors=True)  # no AOF replay of an earlier module's data
+        path.mkdir(parents=True)
         server = start_redis(path)
         self._servers.append(server)
         return server

@@ -1,0 +1,78 @@
+"""`crawlfleet bloom-info SPIDER`: how full a spider's Bloom filter is, and how wrong it is now.
+
+Reads the parameters the workers recorded in ``<key>:meta`` and counts the set bits of every
+block (BITCOUNT), then prints size, k, capacity, the estimated number of fingerprints (from the
+fill ratio), the fill ratio and the estimated current false-positive rate; it warns when the
+filter is past its design load. ``--json`` prints the same as one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from crawlfleet.frontier.bloom import DEFAULT_KEY, BloomConfigError, BloomFilter
+from crawlfleet.redisconn import check_connection, get_redis
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "bloom-info", help="size, fill and estimated error rate of a spider's Bloom filter"
+    )
+    p.add_argument("spider", help="spider name")
+    p.add_argument(
+        "--key", default=DEFAULT_KEY, help="filter key or template (default %(default)s)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--redis-url", default=os.environ.get("REDIS_URL", ""), help="hub Redis URL (env REDIS_URL)"
+    )
+    p.set_defaults(run=run)
+
+
+def _key(template: str, spider: str) -> str:
+    try:
+        return template % {"spider": spider}
+    except (KeyError, ValueError, TypeError) as exc:
+        raise BloomConfigError(
+            f"--key must be a key or a template like {DEFAULT_KEY!r}, got {template!r} ({exc})"
+        ) from None
+
+
+def _human_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{size} B"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_info(info: dict[str, Any]) -> str:
+    count = info["count_estimate"]
+    rows = [
+        ("key", info["key"] if info["blocks"] == 1 else f"{info['key']} ({info['blocks']} blocks)"),
+        ("size", f"{_human_bytes(info['size_bytes'])} ({info['bits']:,} bits)"),
+        ("hashes (k)", str(info["hashes"])),
+        ("capacity", f"{info['capacity']:,} at error rate {info['error_rate']:g}"),
+        ("count (estimated)", "more than the filter can tell" if count is None else f"{count:,}"),
+        ("fill ratio", f"{info['fill_ratio']:.4f}"),
+        ("error rate now (est.)", f"{info['estimated_error_rate']:.3g}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    key = _key(args.key, args.spider)
+    # Short-lived: fail fast on an unreachable hub instead of hanging.
+    client = get_redis(args.redis_url, socket_timeout=10, socket_connect_timeout=5)
+    check_connection(client, args.redis_url)
+    info = BloomFilter.existing(client, key).info()
+    print(json.dumps(info) if args.json else format_info(info))
+    if info["warning"]:
+        print(f"warning: {info['warning']}", file=sys.stderr)
+    return 0
