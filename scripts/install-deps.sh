@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 DEBIAN_PACKAGES=(
   redis-server docker.io iptables debootstrap nftables tinyproxy
   openssh-client sshpass rsync curl ca-certificates make git
+  chromium chromium-driver
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

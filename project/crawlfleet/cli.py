@@ -16,10 +16,11 @@ SERVICES = {
     "proxypool": "crawlfleet.proxypool.cli",
     "accountpool": "crawlfleet.accountpool.cli",
     "demosite": "crawlfleet.demosite.cli",
+    "dashboard": "crawlfleet.dashboard.cli",
 }
 
 # Operator commands: modules in crawlfleet.commands exposing add_parser(subparsers) and run(args).
-COMMANDS: list[str] = []
+COMMANDS: list[str] = ["export", "requeue_failed", "bloom_info", "status", "seed", "pause", "purge"]
 
 
 def build_parser() -> argparse.ArgumentParser:

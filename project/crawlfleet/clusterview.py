@@ -1,0 +1,504 @@
+"""The operators' read model: the numbers of a crawl, read from the hub's Redis in few round trips.
+
+``crawlfleet status``, the dashboard page and its ``/metrics`` all call :func:`snapshot`, so they
+always agree. Per spider it costs two pipelined round trips (fixed keys and the worker list, then
+per-worker keys), plus two for the Bloom filter; spiders are discovered with a bounded ``SCAN``
+for the ``<spider>:frontier`` hashes every worker writes at start (never ``KEYS``).
+
+Where the numbers come from (keys in docs/frontier.md and docs/operators.md):
+
+* frontier keys: queue, leases, worker registry and heartbeats, cluster and per-worker counters,
+  failed and dead-letter lists, start URLs, the seeding flag;
+* ``<spider>:items`` (items stream), ``<spider>:total`` (the spider's known total), the Bloom
+  filter's own keys;
+* keys of the operator tools: ``<spider>:paused`` (``crawlfleet pause``), per-worker time series
+  and Scrapy stats under ``<spider>:ops:`` (``crawlfleet.extensions.workerstats``) and the
+  queue-depth series (the dashboard's sampler);
+* the pools' ``/count`` endpoints, when their URLs are configured.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import redis
+
+from crawlfleet.frontier.bloom import DEFAULT_KEY as BLOOM_KEY
+from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
+from crawlfleet.redisconn import mask_url
+
+SCHEMA_VERSION = 1
+# Bounds of spider discovery: SCAN batch size and the most spiders reported.
+SCAN_COUNT = 1000
+MAX_SPIDERS = 200
+# Rates are computed over this window (seconds); series samples older than HISTORY are dropped.
+RATE_WINDOW = 60.0
+HISTORY = 3600.0
+# Series samples read for a rate (enough for a 60 s window down to 0.5 s sampling).
+RATE_SAMPLES = 200
+POOL_TIMEOUT = 2.0
+
+# Frontier counters reported per spider and per worker (docs/frontier.md, <spider>:stats).
+FRONTIER_COUNTERS = (
+    "scheduler/enqueued",
+    "scheduler/dequeued",
+    "scheduler/acked",
+    "scheduler/requeued",
+    "scheduler/failed",
+    "scheduler/deadletter",
+    "scheduler/requeued_failed",
+    "dupefilter/filtered",
+)
+
+
+class UnknownSpiderError(LookupError):
+    """No crawl of that name on this Redis; the message lists the spiders that are there."""
+
+
+def paused_key(spider: str) -> str:
+    return f"{spider}:paused"
+
+
+def series_key(spider: str, worker: str) -> str:
+    """Per-worker samples ``"<ms> <pages> <items>"`` (written by the worker extension)."""
+    return f"{spider}:ops:series:{worker}"
+
+
+def scrapy_stats_key(spider: str, worker: str) -> str:
+    """A worker's Scrapy stats (numbers only), written by the worker extension."""
+    return f"{spider}:ops:scrapy:{worker}"
+
+
+def series_workers_key(spider: str) -> str:
+    """Sorted set worker → time (ms) of its last sample (written by the worker extension)."""
+    return f"{spider}:ops:workers"
+
+
+def queue_series_key(spider: str) -> str:
+    """Cluster samples ``"<ms> <queued> <leased> <acked> <items>"`` (the dashboard's sampler)."""
+    return f"{spider}:ops:queue"
+
+
+def escape_glob(text: str) -> str:
+    """``text`` as a literal in a SCAN MATCH pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _num(value: Any) -> float | int | None:
+    try:
+        text = _s(value)
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _decode_hash(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        return {}
+    return {_s(k): _s(v) for k, v in raw.items()}
+
+
+def discover_spiders(client: redis.Redis, limit: int = MAX_SPIDERS) -> list[str]:
+    """Spiders with a ``<spider>:frontier`` hash, sorted; SCAN in batches, at most ``limit``."""
+    names: set[str] = set()
+    for key in client.scan_iter(match="*:frontier", count=SCAN_COUNT, _type="hash"):
+        names.add(_s(key)[: -len(":frontier")])
+        if len(names) >= limit:
+            break
+    return sorted(names)
+
+
+def require_spider(client: redis.Redis, spider: str, url: str) -> None:
+    """Raise :class:`UnknownSpiderError` unless a worker of ``spider`` ever ran against Redis."""
+    if client.exists(f"{spider}:frontier"):
+        return
+    known = discover_spiders(client)
+    listed = ", ".join(known) if known else "none"
+    raise UnknownSpiderError(
+        f"no crawl named {spider!r} at {mask_url(url)} (no {spider}:frontier; known: {listed})"
+    )
+
+
+# -- series ------------------------------------------------------------------------------------
+
+
+def parse_samples(raw: Iterable[Any]) -> list[tuple[float, list[float]]]:
+    """``[(seconds, [values…])]`` from ``"<ms> <v1> <v2> …"`` entries; junk entries are skipped."""
+    out: list[tuple[float, list[float]]] = []
+    for entry in raw:
+        parts = _s(entry).split()
+        try:
+            t = int(parts[0]) / 1000.0
+            values = [float(p) for p in parts[1:]]
+        except (IndexError, ValueError):
+            continue
+        out.append((t, values))
+    out.sort(key=lambda s: s[0])
+    return out
+
+
+def rate_per_minute(
+    samples: Sequence[tuple[float, list[float]]], now: float, index: int = 0
+) -> float | None:
+    """Per-minute rate of counter ``index`` over the last RATE_WINDOW seconds of ``samples``.
+
+    The base is the last sample at least a window before the newest one (or the first sample);
+    a worker silent for longer than a window has a rate of 0; fewer than two samples give None.
+    """
+    if len(samples) < 2:
+        return None
+    t_last, v_last = samples[-1]
+    if now - t_last > RATE_WINDOW:
+        return 0.0
+    base = samples[0]
+    for sample in samples:
+        if sample[0] <= t_last - RATE_WINDOW:
+            base = sample
+        else:
+            break
+    span = t_last - base[0]
+    if span <= 0:
+        return None
+    return max(0.0, v_last[index] - base[1][index]) / span * 60.0
+
+
+def throughput_series(
+    samples: Sequence[tuple[float, list[float]]], index: int = 0
+) -> list[list[float]]:
+    """``[[seconds, per-minute rate]]`` between consecutive samples (a counter reset counts 0)."""
+    points: list[list[float]] = []
+    for (t0, v0), (t1, v1) in itertools.pairwise(samples):
+        if t1 > t0:
+            points.append([t1, round(max(0.0, v1[index] - v0[index]) / (t1 - t0) * 60.0, 2)])
+    return points
+
+
+# -- pools -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """Where the pools are; an empty URL means "not configured" (the count is reported as null)."""
+
+    proxypool_url: str = ""
+    proxypool_api_key: str = ""
+    accountpool_url: str = ""
+    accountpool_api_key: str = ""
+    accountpool_site: str = "demosite"
+
+
+def _pool_get(url: str, api_key: str) -> httpx.Response:
+    headers = {"X-API-Key": api_key} if api_key else {}
+    # trust_env=False: a pool on the hub must not be reached through an HTTP(S)_PROXY.
+    return httpx.get(url, headers=headers, timeout=POOL_TIMEOUT, trust_env=False)
+
+
+def pool_counts(config: PoolConfig) -> dict[str, dict[str, Any]]:
+    """``{"proxypool": {"url", "count", "error"}, "accountpool": {…, "site"}}``; never raises."""
+    out: dict[str, dict[str, Any]] = {}
+    if config.proxypool_url:
+        url = config.proxypool_url.rstrip("/") + "/count"
+        out["proxypool"] = _count_of(url, config.proxypool_api_key, lambda r: int(r.text.strip()))
+    if config.accountpool_url:
+        site = config.accountpool_site
+        url = f"{config.accountpool_url.rstrip('/')}/{site}/count"
+        entry = _count_of(url, config.accountpool_api_key, lambda r: int(r.json()["count"]))
+        entry["site"] = site
+        out["accountpool"] = entry
+    return out
+
+
+def _count_of(url: str, api_key: str, parse: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"url": mask_url(url), "count": None, "error": None}
+    try:
+        response = _pool_get(url, api_key)
+        if response.status_code != 200:
+            entry["error"] = f"HTTP {response.status_code}: {response.text.strip()[:200]}"
+        else:
+            entry["count"] = parse(response)
+    except httpx.HTTPError as exc:
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+    except (ValueError, KeyError, TypeError) as exc:
+        entry["error"] = f"unexpected answer: {exc}"
+    return entry
+
+
+# -- one spider --------------------------------------------------------------------------------
+
+
+def _queue_len(pipe: Any, key: str, queue_class: str) -> None:
+    if queue_class.endswith("PriorityQueue"):
+        pipe.zcard(key)
+    else:
+        pipe.llen(key)
+
+
+def _dupefilter(client: redis.Redis, spider: str, frontier: dict[str, str]) -> dict[str, Any]:
+    cls = frontier.get("dupefilter_class", "")
+    info: dict[str, Any] = {
+        "class": cls.rsplit(".", 1)[-1] or None,
+        "key": None,
+        "fingerprints": None,
+        "capacity": None,
+        "fill_ratio": None,
+        "error_rate": None,
+        "design_error_rate": None,
+        "over_capacity": None,
+    }
+    if cls.endswith("BloomDupeFilter"):
+        key = BLOOM_KEY % {"spider": spider}
+        info["key"] = key
+        try:
+            bloom = BloomFilter.existing(client, key).info()
+        except BloomConfigError:
+            return info
+        info.update(
+            fingerprints=bloom["count_estimate"],
+            capacity=bloom["capacity"],
+            fill_ratio=bloom["fill_ratio"],
+            error_rate=bloom["estimated_error_rate"],
+            design_error_rate=bloom["error_rate"],
+            over_capacity=bloom["over_capacity"],
+        )
+    elif cls:
+        key = f"{spider}:dupefilter"
+        info["key"] = key
+        if client.type(key) in (b"set", "set"):
+            info["fingerprints"] = int(client.scard(key))
+    return info
+
+
+class DupefilterCache:
+    """Reuse a spider's Bloom filter figures for ``ttl`` seconds.
+
+    They change slowly and come from ``BITCOUNT`` over the whole filter (171 MiB for 10^8 URLs
+    at 0.1 %): Redis time the frontier should not pay on every redraw of ``status --watch`` or
+    every poll of the dashboard. A set's size (``SCARD``) costs nothing and is never cached.
+    """
+
+    def __init__(self, ttl: float = 30.0) -> None:
+        self.ttl = ttl
+        self._entries: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    def get(self, client: redis.Redis, spider: str, frontier: dict[str, str]) -> dict[str, Any]:
+        now = time.monotonic()
+        entry = self._entries.get(spider)
+        if entry is not None and now - entry[0] < self.ttl:
+            return entry[1]
+        info = _dupefilter(client, spider, frontier)
+        if info["fill_ratio"] is not None:
+            self._entries[spider] = (now, info)
+        return info
+
+
+def spider_snapshot(
+    client: redis.Redis,
+    spider: str,
+    *,
+    with_series: bool = False,
+    with_scrapy: bool = False,
+    dupefilter_cache: DupefilterCache | None = None,
+) -> dict[str, Any]:
+    """Every number of one spider's crawl (the ``spiders[]`` entry of ``status --json``).
+
+    ``with_series`` adds ``series`` (the dashboard's charts: queue depth and per-worker
+    throughput over the last hour); ``with_scrapy`` adds each worker's Scrapy stats (metrics).
+    """
+    p = spider
+    pipe = client.pipeline(transaction=False)
+    pipe.time()
+    pipe.hgetall(f"{p}:frontier")
+    pipe.zrange(f"{p}:workers", 0, -1, withscores=True)
+    pipe.hgetall(f"{p}:stats")
+    pipe.llen(f"{p}:failed")
+    pipe.llen(f"{p}:deadletter")
+    pipe.xlen(f"{p}:items")
+    pipe.get(f"{p}:total")
+    pipe.get(paused_key(p))
+    pipe.get(f"{p}:seeding")
+    pipe.zrange(series_workers_key(p), 0, -1, withscores=True)
+    # A key of another type answers with an error; those numbers are reported as null.
+    (
+        now_raw,
+        frontier_raw,
+        registered,
+        stats_raw,
+        failed,
+        dead,
+        items,
+        total,
+        paused,
+        seeding,
+        sampled,
+    ) = pipe.execute(raise_on_error=False)
+    now = float(now_raw[0]) + float(now_raw[1]) / 1e6
+    frontier = _decode_hash(frontier_raw)
+    queue_key = frontier.get("queue_key", f"{p}:requests")
+    queue_class = frontier.get("queue_class", "")
+    start_key = frontier.get("start_urls_key", f"{p}:start_urls")
+
+    workers: dict[str, float | None] = {}  # id -> lease deadline (s), None when not registered
+    if isinstance(registered, list):
+        for member, score in registered:
+            workers[_s(member)] = float(score) / 1000.0
+    if isinstance(sampled, list):
+        for member, score in sampled:
+            if now - float(score) / 1000.0 <= HISTORY:
+                workers.setdefault(_s(member), None)
+    ids = sorted(workers)
+
+    pipe = client.pipeline(transaction=False)
+    _queue_len(pipe, queue_key, queue_class)
+    if frontier.get("start_urls_as_set") == "1":
+        pipe.scard(start_key)
+    else:
+        pipe.llen(start_key)
+    if with_series:
+        pipe.lrange(queue_series_key(p), 0, -1)
+    for w in ids:
+        pipe.hlen(f"{p}:leases:{w}")
+        pipe.hgetall(f"{p}:worker:{w}")
+        pipe.hgetall(f"{p}:stats:{w}")
+        pipe.lrange(series_key(p, w), 0 if with_series else -RATE_SAMPLES, -1)
+        if with_scrapy:
+            pipe.hgetall(scrapy_stats_key(p, w))
+    replies = list(pipe.execute(raise_on_error=False))
+    queued, start_urls = replies[0], replies[1]
+    queue_samples = parse_samples(replies[2]) if with_series else []
+    rest = replies[3 if with_series else 2 :]
+    per = 5 if with_scrapy else 4
+
+    worker_rows: list[dict[str, Any]] = []
+    throughput: dict[str, list[list[float]]] = {}
+    for i, w in enumerate(ids):
+        leases, whash_raw, wstats_raw, series_raw = rest[i * per : i * per + 4]
+        whash = _decode_hash(whash_raw)
+        wstats = _decode_hash(wstats_raw)
+        samples = parse_samples(series_raw if isinstance(series_raw, list) else [])
+        try:
+            info = json.loads(whash.get("info", "{}"))
+        except ValueError:
+            info = {}
+        deadline = workers[w]
+        heartbeat = _num(whash.get("heartbeat"))
+        row: dict[str, Any] = {
+            "id": w,
+            "host": info.get("host") if isinstance(info, dict) else None,
+            "pid": info.get("pid") if isinstance(info, dict) else None,
+            "alive": deadline is not None and deadline > now,
+            "registered": deadline is not None,
+            "heartbeat_age": None if heartbeat is None else round(now - heartbeat / 1000.0, 3),
+            "lease_expires_in": None if deadline is None else round(deadline - now, 3),
+            "leased": leases if isinstance(leases, int) else 0,
+            "acked": _int(wstats.get("scheduler/acked")),
+            "failed": _int(wstats.get("scheduler/failed")),
+            "pages": int(samples[-1][1][0]) if samples else None,
+            "items": int(samples[-1][1][1]) if samples and len(samples[-1][1]) > 1 else None,
+            "pages_per_minute": _round(rate_per_minute(samples, now, 0)),
+            "items_per_minute": _round(rate_per_minute(samples, now, 1))
+            if samples and len(samples[-1][1]) > 1
+            else None,
+            "stopped": "stopped" in whash,
+        }
+        if with_scrapy:
+            row["scrapy"] = {
+                k: v
+                for k, v in ((k, _num(v)) for k, v in _decode_hash(rest[i * per + 4]).items())
+                if v is not None
+            }
+            row["frontier"] = {k: _int(wstats.get(k)) for k in FRONTIER_COUNTERS}
+        worker_rows.append(row)
+        if with_series:
+            cutoff = now - HISTORY
+            throughput[w] = [pt for pt in throughput_series(samples) if pt[0] >= cutoff]
+
+    stats = _decode_hash(stats_raw)
+    rates = [r["pages_per_minute"] for r in worker_rows if r["pages_per_minute"] is not None]
+    seeding_s = _s(seeding) if isinstance(seeding, bytes) else None
+    result: dict[str, Any] = {
+        "spider": p,
+        "paused": paused is not None and not isinstance(paused, Exception),
+        "queue_key": queue_key,
+        "queue_class": queue_class.rsplit(".", 1)[-1] or None,
+        "queued": queued if isinstance(queued, int) else None,
+        "start_urls": start_urls if isinstance(start_urls, int) else None,
+        "leased": sum(r["leased"] for r in worker_rows),
+        "acked": _int(stats.get("scheduler/acked")),
+        "enqueued": _int(stats.get("scheduler/enqueued")),
+        "dequeued": _int(stats.get("scheduler/dequeued")),
+        "requeued": _int(stats.get("scheduler/requeued")),
+        "filtered": _int(stats.get("dupefilter/filtered")),
+        "failed": failed if isinstance(failed, int) else None,
+        "deadletter": dead if isinstance(dead, int) else None,
+        "items": items if isinstance(items, int) else None,
+        "total": _int(total) if isinstance(total, bytes) and _s(total).isdigit() else None,
+        "pages_per_minute": round(sum(rates), 2) if rates else None,
+        "seeding": seeding_s,
+        "workers_alive": sum(1 for r in worker_rows if r["alive"]),
+        "workers": worker_rows,
+        "dupefilter": (
+            dupefilter_cache.get(client, p, frontier)
+            if dupefilter_cache is not None
+            else _dupefilter(client, p, frontier)
+        ),
+        "counters": {k: _int(stats.get(k)) for k in FRONTIER_COUNTERS},
+        "time": round(now, 3),
+    }
+    if with_series:
+        result["series"] = {
+            "queue": [[t, *v[:2]] for t, v in queue_samples if t >= now - HISTORY and len(v) >= 2],
+            "throughput": throughput,
+        }
+    return result
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, 2)
+
+
+def snapshot(
+    client: redis.Redis,
+    url: str,
+    spiders: Sequence[str] | None = None,
+    pools: PoolConfig | None = None,
+    *,
+    with_series: bool = False,
+    with_scrapy: bool = False,
+    dupefilter_cache: DupefilterCache | None = None,
+) -> dict[str, Any]:
+    """The whole view (``status --json``): every (or the given) spider, and the pool sizes."""
+    names = list(spiders) if spiders else discover_spiders(client)
+    return {
+        "schema": SCHEMA_VERSION,
+        "time": round(time.time(), 3),
+        "redis": mask_url(url),
+        "spiders": [
+            spider_snapshot(
+                client,
+                name,
+                with_series=with_series,
+                with_scrapy=with_scrapy,
+                dupefilter_cache=dupefilter_cache,
+            )
+            for name in names
+        ],
+        "pools": pool_counts(pools or PoolConfig()),
+    }

@@ -1,0 +1,199 @@
+"""`crawlfleet status [SPIDER] [--watch] [--json]`: what every crawl on the hub is doing now.
+
+Per spider: queued, leased (per worker), acknowledged, failed, dead letters, items, pages per
+minute per worker over the last minute, Bloom filter fill and estimated false-positive rate,
+pool sizes, live workers with their heartbeat age. ``--watch`` redraws in place (rich) with a
+progress bar toward the spider's known total; ``--json`` prints the documented, stable schema
+(docs/operators.md), one object per snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from crawlfleet import clusterview
+from crawlfleet.commands.opsargs import (
+    UsageError,
+    add_pool_args,
+    add_redis_arg,
+    connect,
+    pool_config,
+    run_guarded,
+)
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("status", help="queues, workers, rates and pools of every crawl")
+    p.add_argument("spider", nargs="?", help="only this spider (default: every spider found)")
+    p.add_argument("--json", action="store_true", help="print JSON (schema in docs/operators.md)")
+    p.add_argument("--watch", action="store_true", help="redraw every --interval seconds")
+    p.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between redraws (default 2)"
+    )
+    p.add_argument(
+        "--count", type=int, default=0, help="with --watch: stop after N snapshots (0 = never)"
+    )
+    add_redis_arg(p)
+    add_pool_args(p)
+    p.set_defaults(run=run)
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _age(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f}s"
+
+
+def render_spider(view: dict[str, Any]) -> Group:
+    state = "[yellow]paused[/]" if view["paused"] else "running"
+    if not view["workers_alive"]:
+        state = "[yellow]paused[/], no workers" if view["paused"] else "no workers alive"
+    title = f"[b]{view['spider']}[/b] — {state}"
+    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="dim")
+    table.add_column()
+    df = view["dupefilter"]
+    if df["fill_ratio"] is not None:
+        dupe = (
+            f"{df['class']} {df['key']}: fill {df['fill_ratio']:.2%}, est. false positives "
+            f"{df['error_rate']:.2g} (designed {df['design_error_rate']:g}), "
+            f"~{_fmt(df['fingerprints'])} fingerprints"
+        )
+    else:
+        dupe = f"{df['class'] or '-'}: {_fmt(df['fingerprints'])} fingerprints"
+    rows = [
+        ("queued", f"{_fmt(view['queued'])}  (+{_fmt(view['start_urls'])} start URLs waiting)"),
+        ("leased", _fmt(view["leased"])),
+        ("acknowledged", _fmt(view["acked"])),
+        ("failed", _fmt(view["failed"])),
+        ("dead letters", _fmt(view["deadletter"])),
+        ("items", _fmt(view["items"])),
+        ("pages/min", _fmt(view["pages_per_minute"])),
+        ("dupefilter", dupe),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    total, items = view["total"], view["items"]
+    if total:
+        done = min(items or 0, total)
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(ProgressBar(total=total, completed=done, width=40), f"{done:,}/{total:,}")
+        table.add_row("progress", bar)
+    if not view["workers"]:
+        return Group(table)
+    return Group(table, _workers_table(view["workers"]))
+
+
+def _workers_table(workers: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="dim")
+    for column in ("worker", "state", "heartbeat", "leased", "acked", "pages/min", "items/min"):
+        left = column in ("worker", "state")
+        # Worker ids are what operators grep for: fold them rather than cut them short.
+        table.add_column(column, justify="left" if left else "right", overflow="fold")
+    for w in workers:
+        if w["alive"]:
+            state = Text("alive", style="green")
+        elif w["registered"]:
+            state = Text("late", style="red")
+        else:
+            state = Text("stopped" if w["stopped"] else "gone", style="dim")
+        table.add_row(
+            w["id"],
+            state,
+            _age(w["heartbeat_age"]),
+            _fmt(w["leased"]),
+            _fmt(w["acked"]),
+            _fmt(w["pages_per_minute"]),
+            _fmt(w["items_per_minute"]),
+        )
+    return table
+
+
+def render(view: dict[str, Any]) -> Group:
+    parts: list[Any] = [Text(f"crawlfleet status — {view['redis']}", style="bold")]
+    if not view["spiders"]:
+        parts.append(Text("no crawls found (no <spider>:frontier hash on this Redis)"))
+    for spider in view["spiders"]:
+        parts.append(Text(""))
+        parts.append(render_spider(spider))
+    pools = view["pools"]
+    if pools:
+        parts.append(Text(""))
+        for name, entry in pools.items():
+            where = f"{name} ({entry.get('site')})" if entry.get("site") else name
+            if entry["error"]:
+                parts.append(Text(f"{where}: unavailable — {entry['error']}", style="red"))
+            else:
+                parts.append(Text(f"{where}: {entry['count']:,} available"))
+    return Group(*parts)
+
+
+def _console() -> Console:
+    console = Console()
+    # Piped output (logs, grep) is not cut to rich's default 80 columns.
+    return console if console.is_terminal else Console(width=160)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        raise UsageError(f"--interval must be > 0, got {args.interval}")
+    if args.count < 0:
+        raise UsageError(f"--count must be >= 0, got {args.count}")
+    client = connect(args.redis_url)
+    spiders = [args.spider] if args.spider else None
+    if args.spider:
+        clusterview.require_spider(client, args.spider, args.redis_url)
+    pools = pool_config(args)
+    # --watch redraws often; the Bloom filter's figures are refreshed every 30 s.
+    dupes = clusterview.DupefilterCache()
+
+    def take() -> dict[str, Any]:
+        return clusterview.snapshot(client, args.redis_url, spiders, pools, dupefilter_cache=dupes)
+
+    if not args.watch:
+        view = take()
+        if args.json:
+            print(json.dumps(view, sort_keys=True))
+        else:
+            _console().print(render(view))
+        return 0
+    shown = 0
+    try:
+        if args.json:
+            while True:
+                print(json.dumps(take(), sort_keys=True), flush=True)
+                shown += 1
+                if args.count and shown >= args.count:
+                    return 0
+                time.sleep(args.interval)
+        with Live(render(take()), console=_console(), auto_refresh=False) as live:
+            shown = 1
+            while not (args.count and shown >= args.count):
+                time.sleep(args.interval)
+                live.update(render(take()), refresh=True)
+                shown += 1
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_guarded("status", _run, args)

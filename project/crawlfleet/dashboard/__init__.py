@@ -1,0 +1,1 @@
+"""`crawlfleet dashboard`: the operators' live page, JSON status API and Prometheus metrics."""

@@ -1,0 +1,247 @@
+"""The dashboard's HTTP app (Starlette): the page, its JSON API, /metrics and /health.
+
+``GET /`` is one static page (inline CSS, vanilla JS, SVG charts: nothing loads from elsewhere)
+that polls ``GET /api/status`` every ``--refresh`` seconds. ``/api/status`` is the ``crawlfleet
+status --json`` document plus each spider's ``series`` (queue depth and per-worker throughput
+over the last hour). Every endpoint but ``/health`` wants the API key when one is configured:
+header ``X-API-Key``, or HTTP basic auth with the key as password (any user name) so that a
+browser can log in. Redis is read with the synchronous client in worker threads; a snapshot is
+shared by requests arriving within half a refresh period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import hashlib
+import hmac
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+import redis
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from crawlfleet import clusterview
+from crawlfleet.dashboard import metrics
+from crawlfleet.dashboard.config import Settings
+from crawlfleet.dashboard.sampler import QueueSampler
+from crawlfleet.redisconn import mask_url
+
+log = logging.getLogger("crawlfleet.dashboard")
+
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.AuthenticationError, OSError)
+# Spider discovery (a SCAN over the keyspace) and pool counts are refreshed at most this often.
+DISCOVER_EVERY = 15.0
+POOLS_EVERY = 10.0
+REALM = 'Basic realm="crawlfleet dashboard", charset="UTF-8"'
+
+
+def page_html(refresh: float) -> str:
+    text = resources.files("crawlfleet.dashboard").joinpath("page.html").read_text("utf-8")
+    return text.replace("{{REFRESH_MS}}", str(int(refresh * 1000)))
+
+
+def _inline_hashes(html: str, tag: str) -> str:
+    blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", html, flags=re.DOTALL)
+    digests = (base64.b64encode(hashlib.sha256(b.encode()).digest()).decode() for b in blocks)
+    return " ".join(f"'sha256-{d}'" for d in digests)
+
+
+def content_security_policy(html: str) -> str:
+    """Only the page's own inline script and style run, and it talks only to this server."""
+    return (
+        f"default-src 'none'; script-src {_inline_hashes(html, 'script')}; "
+        f"style-src {_inline_hashes(html, 'style')}; connect-src 'self'; img-src data:; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
+class Dashboard:
+    """State shared by the handlers and the sampler: the client and short-lived caches."""
+
+    def __init__(self, settings: Settings, client: redis.Redis) -> None:
+        self.settings = settings
+        self.client = client
+        self.where = mask_url(settings.redis_url)
+        self.sampler = QueueSampler(client, settings.sample_interval)
+        self._spiders: list[str] = []
+        self._spiders_at = -DISCOVER_EVERY
+        self._pools: dict[str, Any] = {}
+        self._pools_at = -POOLS_EVERY
+        self.dupes = clusterview.DupefilterCache()
+        self._view: dict[str, Any] | None = None
+        self._view_at = 0.0
+        self._lock = asyncio.Lock()
+        self.last_sample: float | None = None
+        self.sample_error: str | None = None
+
+    def spiders(self) -> list[str]:
+        if self.settings.spiders:
+            return list(self.settings.spiders)
+        # Until a crawl appears, look on every call: its first samples matter most.
+        if not self._spiders or time.monotonic() - self._spiders_at >= DISCOVER_EVERY:
+            self._spiders = clusterview.discover_spiders(self.client)
+            self._spiders_at = time.monotonic()
+        return self._spiders
+
+    def pools(self) -> dict[str, Any]:
+        if time.monotonic() - self._pools_at >= POOLS_EVERY:
+            self._pools = clusterview.pool_counts(self.settings.pools)
+            self._pools_at = time.monotonic()
+        return self._pools
+
+    def build(self, *, with_series: bool, with_scrapy: bool = False) -> dict[str, Any]:
+        """A fresh view (runs in a worker thread)."""
+        # Even with no spider to read (cached discovery), an unreachable Redis must show.
+        self.client.ping()
+        names = self.spiders()
+        view = {
+            "schema": clusterview.SCHEMA_VERSION,
+            "time": round(time.time(), 3),
+            "redis": self.where,
+            "spiders": [
+                clusterview.spider_snapshot(
+                    self.client,
+                    name,
+                    with_series=with_series,
+                    with_scrapy=with_scrapy,
+                    dupefilter_cache=self.dupes,
+                )
+                for name in names
+            ],
+            "pools": self.pools(),
+            "refresh": self.settings.refresh,
+        }
+        return view
+
+    async def page_view(self) -> dict[str, Any]:
+        """The view with series, shared by requests within half a refresh period."""
+        async with self._lock:
+            if self._view is None or time.monotonic() - self._view_at >= self.settings.refresh / 2:
+                self._view = await run_in_threadpool(self.build, with_series=True)
+                self._view_at = time.monotonic()
+            return self._view
+
+    def sample_once(self) -> None:
+        for name in self.spiders():
+            view = clusterview.spider_snapshot(self.client, name, dupefilter_cache=self.dupes)
+            self.sampler.sample(view)
+        self.last_sample = time.time()
+
+    async def run_sampler(self) -> None:
+        """Forever: one queue sample per spider and interval; Redis errors are logged, not fatal."""
+        while True:
+            try:
+                await run_in_threadpool(self.sample_once)
+                self.sample_error = None
+            except REDIS_ERRORS as exc:
+                if self.sample_error is None:
+                    log.warning("sampler: Redis unreachable at %s: %s", self.where, exc)
+                self.sample_error = str(exc)
+            await asyncio.sleep(self.settings.sample_interval)
+
+
+def _authorized(request: Request, key: str) -> bool:
+    sent = request.headers.get("x-api-key")
+    if sent is not None:
+        return hmac.compare_digest(sent.encode(), key.encode())
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        _user, _, password = base64.b64decode(value, validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    return hmac.compare_digest(password.encode(), key.encode())
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True) -> Starlette:
+    dash = Dashboard(settings, client)
+    html = page_html(settings.refresh)
+    page_headers = {
+        "Cache-Control": "no-store",
+        "Content-Security-Policy": content_security_policy(html),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+    }
+
+    def guarded(handler: Handler) -> Handler:
+        async def check(request: Request) -> Response:
+            if settings.api_key and not _authorized(request, settings.api_key):
+                return PlainTextResponse(
+                    "authentication required: X-API-Key header or basic auth (password = key)",
+                    401,
+                    headers={"WWW-Authenticate": REALM},
+                )
+            try:
+                return await handler(request)
+            except REDIS_ERRORS as exc:
+                return JSONResponse(
+                    {"error": f"Redis unreachable at {dash.where}: {exc}"}, status_code=503
+                )
+
+        return check
+
+    async def page(request: Request) -> Response:
+        return HTMLResponse(html, headers=page_headers)
+
+    async def status(request: Request) -> Response:
+        return JSONResponse(await dash.page_view(), headers={"Cache-Control": "no-store"})
+
+    async def metrics_endpoint(request: Request) -> Response:
+        try:
+            view = await run_in_threadpool(dash.build, with_series=False, with_scrapy=True)
+        except REDIS_ERRORS:
+            view = None
+        return Response(metrics.render(view), media_type=metrics.CONTENT_TYPE)
+
+    async def health(request: Request) -> Response:
+        body: dict[str, Any] = {
+            "status": "ok",
+            "redis": "ok",
+            "redis_url": dash.where,
+            "last_sample": dash.last_sample,
+            "sample_error": dash.sample_error,
+        }
+        try:
+            await run_in_threadpool(client.ping)
+        except (*REDIS_ERRORS, redis.ResponseError) as exc:
+            body.update(status="unavailable", redis=f"error: {exc}")
+            return JSONResponse(body, status_code=503)
+        return JSONResponse(body)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.ensure_future(dash.run_sampler()) if sampler else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    app = Starlette(
+        routes=[
+            Route("/", guarded(page)),
+            Route("/api/status", guarded(status)),
+            Route("/metrics", guarded(metrics_endpoint)),
+            Route("/health", health),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.dashboard = dash
+    return app

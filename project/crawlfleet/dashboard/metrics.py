@@ -1,0 +1,133 @@
+"""Prometheus text for the dashboard's ``/metrics``: the cluster view rendered as metric families.
+
+Everything comes from one :func:`crawlfleet.clusterview.snapshot` taken at scrape time (with
+the workers' Scrapy stats), so Prometheus scrapes the hub alone: workers open no port.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_SPIDER_GAUGES = (
+    ("queued", "crawlfleet_queued", "Requests waiting in the queue"),
+    ("start_urls", "crawlfleet_start_urls", "Start URL entries waiting to be consumed"),
+    ("leased", "crawlfleet_leased", "Requests leased by workers"),
+    ("failed", "crawlfleet_failed", "Requests on the failed list now"),
+    ("deadletter", "crawlfleet_deadletter", "Entries on the dead-letter list now"),
+    ("items", "crawlfleet_items", "Items in the items stream"),
+    ("total", "crawlfleet_total", "Total the spider reported (for progress)"),
+    ("workers_alive", "crawlfleet_workers_alive", "Workers whose lease deadline lies ahead"),
+    ("pages_per_minute", "crawlfleet_pages_per_minute", "Pages per minute, all workers, last min"),
+)
+_DUPE_GAUGES = (
+    ("fingerprints", "crawlfleet_dupefilter_fingerprints", "Fingerprints (estimated for Bloom)"),
+    ("fill_ratio", "crawlfleet_bloom_fill_ratio", "Share of the Bloom filter's bits set"),
+    ("error_rate", "crawlfleet_bloom_estimated_error_rate", "Estimated false-positive rate now"),
+)
+_WORKER_GAUGES = (
+    ("leased", "crawlfleet_worker_leased", "Requests leased by the worker"),
+    ("heartbeat_age", "crawlfleet_worker_heartbeat_age_seconds", "Seconds since its heartbeat"),
+    ("pages_per_minute", "crawlfleet_worker_pages_per_minute", "Pages per minute, last minute"),
+    ("items_per_minute", "crawlfleet_worker_items_per_minute", "Items per minute, last minute"),
+)
+
+
+def _event(counter: str) -> str:
+    return counter.rsplit("/", 1)[-1]
+
+
+class ViewCollector(Collector):
+    """Yields the metric families of one snapshot (None: Redis did not answer)."""
+
+    def __init__(self, view: dict[str, Any] | None) -> None:
+        self.view = view
+
+    def collect(self) -> list[Metric]:
+        up = GaugeMetricFamily("crawlfleet_redis_up", "1 if the hub's Redis answered this scrape")
+        up.add_metric([], 0.0 if self.view is None else 1.0)
+        if self.view is None:
+            return [up]
+        families: list[Metric] = [up]
+        spiders = self.view["spiders"]
+        paused = GaugeMetricFamily(
+            "crawlfleet_paused", "1 while the crawl is paused", labels=["spider"]
+        )
+        for s in spiders:
+            paused.add_metric([s["spider"]], 1.0 if s["paused"] else 0.0)
+        families.append(paused)
+        for field, name, text in _SPIDER_GAUGES:
+            g = GaugeMetricFamily(name, text, labels=["spider"])
+            for s in spiders:
+                if s[field] is not None:
+                    g.add_metric([s["spider"]], float(s[field]))
+            families.append(g)
+        for field, name, text in _DUPE_GAUGES:
+            g = GaugeMetricFamily(name, text, labels=["spider"])
+            for s in spiders:
+                if s["dupefilter"][field] is not None:
+                    g.add_metric([s["spider"]], float(s["dupefilter"][field]))
+            families.append(g)
+        events = CounterMetricFamily(
+            "crawlfleet_frontier_events",
+            "Frontier counters, whole cluster",
+            labels=["spider", "event"],
+        )
+        for s in spiders:
+            for counter, value in s["counters"].items():
+                events.add_metric([s["spider"], _event(counter)], value)
+        families.append(events)
+        families.extend(self._workers(spiders))
+        pool = GaugeMetricFamily(
+            "crawlfleet_pool_available", "Pool size from /count", labels=["pool"]
+        )
+        pool_up = GaugeMetricFamily("crawlfleet_pool_up", "1 if the pool answered", labels=["pool"])
+        for name, entry in self.view["pools"].items():
+            pool_up.add_metric([name], 0.0 if entry["error"] else 1.0)
+            if entry["count"] is not None:
+                pool.add_metric([name], float(entry["count"]))
+        families.extend([pool, pool_up])
+        return families
+
+    @staticmethod
+    def _workers(spiders: list[dict[str, Any]]) -> list[Metric]:
+        up = GaugeMetricFamily(
+            "crawlfleet_worker_up", "1 if the worker is alive", labels=["spider", "worker", "host"]
+        )
+        gauges = [
+            (field, GaugeMetricFamily(name, text, labels=["spider", "worker"]))
+            for field, name, text in _WORKER_GAUGES
+        ]
+        events = CounterMetricFamily(
+            "crawlfleet_worker_frontier_events",
+            "Frontier counters per worker",
+            labels=["spider", "worker", "event"],
+        )
+        scrapy = GaugeMetricFamily(
+            "crawlfleet_worker_scrapy_stat",
+            "Scrapy stats of each worker (pushed by crawlfleet.extensions.workerstats)",
+            labels=["spider", "worker", "stat"],
+        )
+        for s in spiders:
+            for w in s["workers"]:
+                labels = [s["spider"], w["id"]]
+                up.add_metric([*labels, w["host"] or ""], 1.0 if w["alive"] else 0.0)
+                for field, g in gauges:
+                    if w[field] is not None:
+                        g.add_metric(labels, float(w[field]))
+                for counter, value in w.get("frontier", {}).items():
+                    events.add_metric([*labels, _event(counter)], value)
+                for stat, value in w.get("scrapy", {}).items():
+                    scrapy.add_metric([*labels, stat], float(value))
+        return [up, *(g for _, g in gauges), events, scrapy]
+
+
+def render(view: dict[str, Any] | None) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ViewCollector(view))
+    return generate_latest(registry)

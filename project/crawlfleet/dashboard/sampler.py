@@ -1,0 +1,50 @@
+"""Queue depth over time: the dashboard's sampler appends a cluster sample per spider and interval.
+
+Samples ``"<ms> <queued> <leased> <acked> <items>"`` (Redis server time) go to
+``<spider>:ops:queue``, capped to an hour. The append is one Lua call that skips the sample when
+the newest one is younger than 80 % of the interval, so several dashboards on one hub (or a
+restart) never double the series.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import redis
+
+from crawlfleet import clusterview
+
+# KEYS[1] series. ARGV: min gap (ms), cap, values ("q l a i").
+_APPEND = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local last = redis.call('LINDEX', KEYS[1], -1)
+if last then
+  local lt = tonumber(string.match(last, '^(%d+)'))
+  if lt and now - lt < tonumber(ARGV[1]) then return 0 end
+end
+redis.call('RPUSH', KEYS[1], now .. ' ' .. ARGV[3])
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
+redis.call('PEXPIRE', KEYS[1], 86400000)
+return 1
+"""
+
+
+class QueueSampler:
+    """Appends a queue sample for each spider; called by the dashboard every interval."""
+
+    def __init__(self, client: redis.Redis, interval: float) -> None:
+        self.client = client
+        self.interval = interval
+        self.cap = math.ceil(clusterview.HISTORY / interval) + 1
+        self.script = client.register_script(_APPEND)
+
+    def sample(self, view: dict[str, Any]) -> bool:
+        """Record one spider's current numbers (a ``spider_snapshot``); False when skipped."""
+        values = " ".join(
+            str(int(view[name] or 0)) for name in ("queued", "leased", "acked", "items")
+        )
+        key = clusterview.queue_series_key(view["spider"])
+        added = self.script(keys=[key], args=[int(self.interval * 800), self.cap, values])
+        return bool(int(added))

@@ -1,0 +1,1 @@
+"""Scrapy extensions of crawlfleet (enabled per worker through ``EXTENSIONS``)."""

@@ -1,0 +1,153 @@
+"""Push a worker's throughput samples and Scrapy stats to the hub (status, dashboard, metrics).
+
+Enable on every worker::
+
+    EXTENSIONS = {"crawlfleet.extensions.workerstats.WorkerStats": 500}
+
+Every ``WORKERSTATS_INTERVAL`` seconds (and once when the spider closes) one Lua call on the
+frontier's Redis appends ``"<ms> <pages> <items>"`` (Redis server time, Scrapy's
+``response_received_count`` and ``item_scraped_count``) to ``<spider>:ops:series:<worker>``,
+capped to ``WORKERSTATS_HISTORY`` seconds of samples, records the worker in
+``<spider>:ops:workers`` and replaces ``<spider>:ops:scrapy:<worker>`` with the numeric Scrapy
+stats. The worker id is the frontier scheduler's, so these join the frontier's per-worker keys.
+A Redis failure is logged and skipped: statistics never stop a crawl.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any, Self
+
+import redis
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from twisted.internet.task import LoopingCall
+
+from crawlfleet import clusterview
+from crawlfleet.frontier.config import redis_from_settings
+
+logger = logging.getLogger(__name__)
+
+_ERROR_LOG_INTERVAL = 30.0
+
+# KEYS: series, registry, scrapy stats. ARGV: worker, pages, items, cap, history ms, k1, v1, …
+# Keys expire a day after the last write, like the frontier's per-worker keys.
+_WRITE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('RPUSH', KEYS[1], now .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[4]), -1)
+redis.call('PEXPIRE', KEYS[1], 86400000)
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[5]))
+redis.call('PEXPIRE', KEYS[2], 86400000)
+redis.call('DEL', KEYS[3])
+if #ARGV > 5 then
+  redis.call('HSET', KEYS[3], unpack(ARGV, 6, #ARGV))
+  redis.call('PEXPIRE', KEYS[3], 86400000)
+end
+return now
+"""
+
+
+def _positive(crawler: Crawler, name: str, default: float) -> float:
+    raw = crawler.settings.get(name, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be > 0, got {raw!r}")
+    return value
+
+
+def numeric_stats(stats: dict[str, Any]) -> list[str]:
+    """Flat ``[name, value, …]`` of the int and float stats (datetimes and strings are left out)."""
+    out: list[str] = []
+    for name, value in sorted(stats.items()):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            continue
+        out.extend([name, repr(value) if isinstance(value, float) else str(value)])
+    return out
+
+
+class WorkerStats:
+    """``EXTENSIONS = {"crawlfleet.extensions.workerstats.WorkerStats": 500}``."""
+
+    def __init__(self, crawler: Crawler, client: redis.Redis, interval: float, history: float):
+        self.crawler = crawler
+        self.client = client
+        self.interval = interval
+        self.history = history
+        # One sample per interval, plus one, covers the whole history.
+        self.cap = math.ceil(history / interval) + 1
+        self.script = client.register_script(_WRITE)
+        self.worker = ""
+        self.spider = ""
+        self.loop: LoopingCall | None = None
+        self._last_error_log = 0.0
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        if not crawler.settings.getbool("WORKERSTATS_ENABLED", True):
+            raise NotConfigured("WORKERSTATS_ENABLED is False")
+        interval = _positive(crawler, "WORKERSTATS_INTERVAL", 10.0)
+        history = _positive(crawler, "WORKERSTATS_HISTORY", clusterview.HISTORY)
+        client = redis_from_settings(crawler.settings, check=False)
+        ext = cls(crawler, client, interval, history)
+        crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        return ext
+
+    def spider_opened(self, spider: Spider) -> None:
+        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
+        worker = getattr(scheduler, "worker", None)
+        if not isinstance(worker, str) or not worker:
+            logger.warning(
+                "WorkerStats needs the frontier scheduler (crawlfleet.frontier.scheduler."
+                "Scheduler) to name this worker; not sending statistics",
+                extra={"spider": spider},
+            )
+            return
+        self.worker, self.spider = worker, spider.name
+        self.loop = LoopingCall(self.write)
+        self.loop.start(self.interval, now=True)
+
+    def spider_closed(self, spider: Spider) -> None:
+        if self.loop is None:
+            return
+        if self.loop.running:
+            self.loop.stop()
+        self.write()
+
+    def write(self) -> bool:
+        """One round trip: append a sample, refresh the registry, replace the Scrapy stats."""
+        assert self.crawler.stats is not None
+        stats = self.crawler.stats.get_stats()
+        keys = [
+            clusterview.series_key(self.spider, self.worker),
+            clusterview.series_workers_key(self.spider),
+            clusterview.scrapy_stats_key(self.spider, self.worker),
+        ]
+        args = [
+            self.worker,
+            str(int(stats.get("response_received_count", 0))),
+            str(int(stats.get("item_scraped_count", 0))),
+            str(self.cap),
+            str(int(self.history * 1000)),
+            *numeric_stats(stats),
+        ]
+        try:
+            self.script(keys=keys, args=args)
+        except redis.RedisError as exc:
+            now = time.monotonic()
+            if now - self._last_error_log >= _ERROR_LOG_INTERVAL:
+                self._last_error_log = now
+                logger.warning("WorkerStats: cannot write statistics to Redis (%s); skipped", exc)
+            return False
+        return True

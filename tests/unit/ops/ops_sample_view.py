@@ -1,0 +1,79 @@
+"""A status view shaped like ``crawlfleet status --json`` (for renderers; no Redis involved)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def worker(wid: str, alive: bool = True, ppm: float | None = 120.5) -> dict[str, Any]:
+    return {
+        "id": wid,
+        "host": "b",
+        "pid": 42,
+        "alive": alive,
+        "registered": alive,
+        "heartbeat_age": 0.4 if alive else 90.0,
+        "lease_expires_in": 2.6 if alive else None,
+        "leased": 3 if alive else 0,
+        "acked": 100,
+        "failed": 1,
+        "pages": 101,
+        "items": 50,
+        "pages_per_minute": ppm,
+        "items_per_minute": 60.0,
+        "stopped": not alive,
+        "frontier": {"scheduler/acked": 100, "dupefilter/filtered": 7},
+        "scrapy": {"response_received_count": 101, "memusage/max": 52428800},
+    }
+
+
+def view() -> dict[str, Any]:
+    spider = {
+        "spider": "book",
+        "paused": False,
+        "queue_key": "book:requests",
+        "queue_class": "PriorityQueue",
+        "queued": 1234,
+        "start_urls": 0,
+        "leased": 3,
+        "acked": 200,
+        "enqueued": 1437,
+        "dequeued": 203,
+        "requeued": 0,
+        "filtered": 17,
+        "failed": 2,
+        "deadletter": 1,
+        "items": 150,
+        "total": 9216,
+        "pages_per_minute": 120.5,
+        "seeding": None,
+        "workers_alive": 1,
+        "workers": [worker("b:1:aa"), worker("c:2:bb", alive=False, ppm=0.0)],
+        "dupefilter": {
+            "class": "BloomDupeFilter",
+            "key": "book:bloomfilter",
+            "fingerprints": 1437,
+            "capacity": 1000000,
+            "fill_ratio": 0.0123,
+            "error_rate": 2.5e-12,
+            "design_error_rate": 0.001,
+            "over_capacity": False,
+        },
+        "counters": {"scheduler/acked": 200, "dupefilter/filtered": 17},
+        "time": 1000.0,
+    }
+    return {
+        "schema": 1,
+        "time": 1000.0,
+        "redis": "redis://:***@hub:6379/0",
+        "spiders": [spider],
+        "pools": {
+            "proxypool": {"url": "http://hub:5555/count", "count": 12, "error": None},
+            "accountpool": {
+                "url": "http://hub:6777/demosite/count",
+                "count": None,
+                "error": "HTTP 401: invalid API key",
+                "site": "demosite",
+            },
+        },
+    }
