@@ -208,7 +208,7 @@ def row(scenario: str, metric: str, value: float, unit: str, note: str) -> dict[
 
 
 def run(ctx: Any) -> list[dict[str, Any]]:
-    from conftest import free_port
+    from redis_server import free_port
 
     sizes = (100, 1_000) if ctx.quick else (100, 1_000, 10_000)
     requests = 200 if ctx.quick else 1_500  # per round

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from conftest import RedisServer, start_redis
+from redis_server import RedisServer, start_redis
 
 ROOT = Path(__file__).resolve().parents[2]
 

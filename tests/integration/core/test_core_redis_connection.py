@@ -4,7 +4,7 @@ import pytest
 
 from crawlfleet.redisconn import RedisConfigError, check_connection, get_redis
 
-from conftest import free_port, start_redis
+from redis_server import free_port, start_redis
 
 
 def test_check_connection_accepts_the_right_password(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from proxypool_helpers import serve_app_in_thread
 from crawlfleet.proxypool.settings import Settings
 
 if TYPE_CHECKING:
-    from conftest import RedisServer
+    from redis_server import RedisServer
 
 KEY = "pp:api"
 API_KEY = "s3cret-key"

@@ -25,7 +25,7 @@ from proxypool_helpers import (
 )
 
 if TYPE_CHECKING:
-    from conftest import RedisServer
+    from redis_server import RedisServer
 
 StartPool = Callable[..., PoolProcess]
 
