@@ -1,9 +1,8 @@
 """Fixtures of the operator tests, taken from the frontier tests: the link-graph site and workers.
 
-tests/integration/frontier/conftest.py is loaded by path under its own module name and its
-fixtures are re-exported; the test modules load this file with ``pytest_plugins``. (A conftest.py
-here would be imported as module "conftest" too, and other directories' ``from conftest import``
-lines could then pick it up.) ops_helpers imports it first, hence PYTEST_DONT_REWRITE.
+tests/integration/frontier/frontier_support.py is loaded by path (its directory is not on
+sys.path when only these tests run) and its fixtures are re-exported; the test modules load this
+file with ``pytest_plugins``. ops_helpers imports it first, hence PYTEST_DONT_REWRITE.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 _spec = importlib.util.spec_from_file_location(
-    "ops_frontier_conftest", ROOT / "tests/integration/frontier/conftest.py"
+    "frontier_support", ROOT / "tests/integration/frontier/frontier_support.py"
 )
 assert _spec is not None and _spec.loader is not None
 frontier_conftest = importlib.util.module_from_spec(_spec)

@@ -21,6 +21,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
+import redis_server
+
 pytest_plugins = ["ops_fixtures"]
 
 wait_until = frontier.wait_until
@@ -42,7 +44,7 @@ def start_dashboard(tmp_path: Path) -> Iterator[Callable[..., Dashboard]]:
     started: list[Dashboard] = []
 
     def start(redis_url: str, *extra: str) -> Dashboard:
-        port = frontier.root_conftest.free_port()
+        port = redis_server.free_port()
         log = tmp_path / f"dashboard{len(started)}.log"
         env = {**os.environ, "PYTHONPATH": str(ROOT / "project"), "DASHBOARD_API_KEY": KEY}
         with log.open("wb") as out:
@@ -200,9 +202,9 @@ def test_bad_configuration_stops_the_service(redis_url: str, tmp_path: Path) -> 
     assert_one_line_error(bad_port, 2, "--port")
     bad_url = cli("dashboard", "--redis-url", "http://nope")
     assert_one_line_error(bad_url, 2, "--redis-url")
-    down = f"redis://127.0.0.1:{frontier.root_conftest.free_port()}/0"
+    down = f"redis://127.0.0.1:{redis_server.free_port()}/0"
     assert_one_line_error(cli("dashboard", "--redis-url", down), 1, "cannot reach Redis")
-    server = frontier.root_conftest.start_redis(tmp_path, password="right")
+    server = redis_server.start_redis(tmp_path, password="right")
     try:
         wrong = cli("dashboard", "--redis-url", f"redis://:bad@127.0.0.1:{server.port}/0")
         assert_one_line_error(wrong, 1, "password")

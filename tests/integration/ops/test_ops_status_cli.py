@@ -11,11 +11,12 @@ from ops_helpers import (
     cli,
     cli_process,
     crawl_settings,
-    frontier,
     wait_until,
 )
 
 from crawlfleet import clusterview
+
+import redis_server
 
 pytest_plugins = ["ops_fixtures"]
 
@@ -124,10 +125,10 @@ def test_status_errors_are_one_line(redis_url: str, tmp_path: Path) -> None:
     unknown = cli_process("status", "nosuch", "--redis-url", redis_url)
     assert_one_line_error(unknown, 1, "no crawl named 'nosuch'")
 
-    down = f"redis://127.0.0.1:{frontier.root_conftest.free_port()}/0"
+    down = f"redis://127.0.0.1:{redis_server.free_port()}/0"
     assert_one_line_error(cli("status", "--redis-url", down), 1, "cannot reach Redis")
 
-    server = frontier.root_conftest.start_redis(tmp_path, password="right")
+    server = redis_server.start_redis(tmp_path, password="right")
     try:
         wrong = f"redis://:wrong@127.0.0.1:{server.port}/0"
         result = cli("status", "--redis-url", wrong)

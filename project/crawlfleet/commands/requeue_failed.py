@@ -1,0 +1,110 @@
+"""`crawlfleet requeue-failed SPIDER`: put requests that failed for good back into the queue.
+
+Workers move a request whose download finally failed to ``SPIDER:failed`` (JSON lines with the
+reason and the serialized request). This command pushes those requests back into the crawl's
+queue, bypassing the dupefilter (their fingerprints are already recorded), in chunks; each chunk
+is taken off the failed list and pushed in one atomic step, so nothing is lost or doubled if the
+command is interrupted. The queue key and class come from ``SPIDER:frontier``, which every worker
+writes at start-up. Entries that cannot be used go to ``SPIDER:deadletter``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import os
+from typing import Any
+
+from scrapy.utils.misc import load_object
+
+from crawlfleet.frontier import scripts
+from crawlfleet.frontier.leases import dead_entry
+from crawlfleet.frontier.queues import RedisQueue
+from crawlfleet.frontier.serialization import DecodeError, loads
+from crawlfleet.redisconn import check_connection, get_redis
+
+CHUNK = 500
+WORKER = "requeue-failed"
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "requeue-failed", help="put a spider's finally-failed requests back into its queue"
+    )
+    p.add_argument("spider", help="spider name (reads SPIDER:failed)")
+    p.add_argument("--limit", type=int, default=0, help="requeue at most this many (0 = all)")
+    p.add_argument("--queue-key", help="queue key (default: what the workers recorded)")
+    p.add_argument("--queue-class", help="queue class path (default: what the workers recorded)")
+    p.add_argument(
+        "--redis-url", default=os.environ.get("REDIS_URL", ""), help="hub Redis URL (env REDIS_URL)"
+    )
+    p.set_defaults(run=run)
+
+
+def _queue(client: Any, args: argparse.Namespace) -> RedisQueue:
+    meta = {k.decode(): v.decode() for k, v in client.hgetall(f"{args.spider}:frontier").items()}
+    key = args.queue_key or meta.get("queue_key")
+    path = args.queue_class or meta.get("queue_class")
+    if not key or not path:
+        raise ValueError(
+            f"no frontier metadata at {args.spider}:frontier (has a worker of {args.spider!r} "
+            f"run against this Redis?); pass --queue-key and --queue-class"
+        )
+    try:
+        cls = load_object(path)
+    except (ImportError, AttributeError, ValueError, NameError) as exc:
+        raise ValueError(f"--queue-class: cannot load {path!r}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, RedisQueue)):
+        raise ValueError(f"--queue-class {path!r} is not a crawlfleet queue class")
+    queue = cls(client, key)
+    problem = queue.type_error()
+    if problem:
+        raise ValueError(problem)
+    return queue
+
+
+def _triple(raw: bytes | str) -> list[Any]:
+    """(raw, payload, priority) for a usable entry, (raw, '', dead-letter JSON) otherwise."""
+    try:
+        entry = json.loads(raw)
+        payload = base64.b64decode(entry["payload"], validate=True)
+        loads(payload)
+        priority = int(entry.get("priority") or 0)
+    except (ValueError, KeyError, TypeError, binascii.Error, DecodeError) as exc:
+        reason = f"unusable failed entry: {type(exc).__name__}: {exc}"
+        data = raw.encode() if isinstance(raw, str) else raw
+        return [raw, b"", dead_entry(data, reason, WORKER, "failed")]
+    return [raw, payload, str(priority)]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.limit < 0:
+        raise ValueError(f"--limit must be >= 0, got {args.limit}")
+    client = get_redis(args.redis_url)
+    check_connection(client, args.redis_url)
+    queue = _queue(client, args)
+    script = client.register_script(scripts.build(type(queue).LUA, "", scripts.REQUEUE_FAILED))
+    keys = [queue.key, f"{args.spider}:seq", f"{args.spider}:start_urls"]
+    pushed = dead = 0
+    while True:
+        size = CHUNK if not args.limit else min(CHUNK, args.limit - pushed - dead)
+        if size <= 0:
+            break
+        raws = client.lrange(f"{args.spider}:failed", 0, size - 1)
+        if not raws:
+            break
+        argv: list[Any] = [args.spider, WORKER, "0", "0", str(len(raws))]
+        for raw in raws:
+            argv.extend(_triple(raw))
+        result = script(keys=keys, args=argv)
+        if result == -1:
+            continue  # a worker appended meanwhile; read the head again
+        pushed += int(result[0])
+        dead += int(result[1])
+    print(
+        f"requeued {pushed} failed request(s) of {args.spider} into {queue.key}"
+        + (f"; {dead} unusable entr(ies) moved to {args.spider}:deadletter" if dead else "")
+    )
+    return 0

@@ -1,0 +1,225 @@
+"""Frontier settings: read, default and validate every Scrapy setting the frontier uses.
+
+Names follow scrapy-redis wherever it has a setting for the same thing, so its users switch by
+changing class paths. Every error is one line that names the setting (passwords masked).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from scrapy.settings import BaseSettings
+from scrapy.utils.misc import load_object
+
+from crawlfleet.redisconn import check_connection, get_redis, mask_url
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# socket_timeout bounds how long any frontier call can block the reactor: no retries inside a
+# call (a failed call is retried by the scheduler later, from the reactor), and the connect
+# timeout is clamped to it.
+DEFAULT_REDIS_PARAMS: dict[str, Any] = {
+    "socket_timeout": 10,
+    "socket_connect_timeout": 10,
+    "health_check_interval": 30,
+}
+DEFAULT_QUEUE_CLASS = "crawlfleet.frontier.queues.PriorityQueue"
+SET_DUPEFILTER = "crawlfleet.frontier.dupefilter.SetDupeFilter"
+SCRAPY_DEFAULT_DUPEFILTER = "scrapy.dupefilters.RFPDupeFilter"
+
+
+class FrontierConfigError(ValueError):
+    """A frontier setting that cannot work; the message names the setting."""
+
+
+def redis_url(settings: BaseSettings) -> str:
+    """``REDIS_URL``, or ``redis://REDIS_HOST:REDIS_PORT/0`` as scrapy-redis builds it."""
+    url = settings.get("REDIS_URL")
+    if url:
+        return str(url)
+    host, port = settings.get("REDIS_HOST"), settings.get("REDIS_PORT")
+    if host or port:
+        return f"redis://{host or '127.0.0.1'}:{port or 6379}/0"
+    return DEFAULT_REDIS_URL
+
+
+def redis_params(settings: BaseSettings) -> dict[str, Any]:
+    params = settings.get("REDIS_PARAMS") or {}
+    if not isinstance(params, dict):
+        raise FrontierConfigError(f"REDIS_PARAMS must be a dict, got {type(params).__name__}")
+    merged = {**DEFAULT_REDIS_PARAMS, **params}
+    timeout = merged.get("socket_timeout")
+    if not isinstance(timeout, int | float) or timeout <= 0:
+        raise FrontierConfigError(
+            f"REDIS_PARAMS['socket_timeout'] must be a positive number of seconds, got {timeout!r}"
+        )
+    connect = merged.get("socket_connect_timeout")
+    if not isinstance(connect, int | float) or connect <= 0 or connect > timeout:
+        merged["socket_connect_timeout"] = timeout
+    return merged
+
+
+def redis_from_settings(settings: BaseSettings, check: bool = True) -> redis.Redis:
+    """The process-wide client for the frontier (one pool shared by every frontier component)."""
+    url = redis_url(settings)
+    client = get_redis(url, **redis_params(settings))
+    if check:
+        check_connection(client, url)
+    return client
+
+
+def _positive(settings: BaseSettings, name: str, default: float) -> float:
+    raw = settings.get(name, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise FrontierConfigError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise FrontierConfigError(f"{name} must be > 0, got {raw!r}")
+    return value
+
+
+def _key(settings: BaseSettings, name: str, default: str, spider: str) -> str:
+    template = settings.get(name, default)
+    try:
+        key = str(template) % {"spider": spider, "name": spider}
+    except (KeyError, ValueError, TypeError) as exc:
+        raise FrontierConfigError(
+            f"{name} must be a key template like {default!r}, got {template!r} ({exc})"
+        ) from None
+    if not key:
+        raise FrontierConfigError(f"{name} must not be empty")
+    return key
+
+
+def load_class(name: str, path: Any) -> type:
+    """The class a setting names (a dotted path or the class itself)."""
+    try:
+        obj = load_object(path) if isinstance(path, str) else path
+    except (ImportError, AttributeError, ValueError, NameError) as exc:
+        raise FrontierConfigError(f"{name}: cannot load {path!r}: {exc}") from None
+    if not isinstance(obj, type):
+        raise FrontierConfigError(f"{name} must name a class, got {path!r}")
+    return obj
+
+
+@dataclass
+class FrontierConfig:
+    """Validated frontier settings of one spider, with its Redis key names resolved."""
+
+    spider: str
+    url: str
+    queue_key: str
+    dupefilter_key: str
+    start_urls_key: str
+    start_urls_as_set: bool
+    start_urls_batch_size: int
+    queue_class: type
+    serializer: str
+    persist: bool
+    flush_on_start: bool
+    idle_before_close: float
+    lease_timeout: float
+    heartbeat_interval: float
+    idle_poll_interval: float
+    prefetch: int
+    enqueue_batch: bool = False
+    seen_cache: int = 100_000
+    worker_id: str = field(default="")
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, spider: str) -> FrontierConfig:
+        from crawlfleet.frontier.queues import RedisQueue
+        from crawlfleet.frontier.serialization import SERIALIZERS
+
+        queue_class = load_class(
+            "SCHEDULER_QUEUE_CLASS", settings.get("SCHEDULER_QUEUE_CLASS") or DEFAULT_QUEUE_CLASS
+        )
+        if not issubclass(queue_class, RedisQueue):
+            raise FrontierConfigError(
+                f"SCHEDULER_QUEUE_CLASS must be one of crawlfleet.frontier.queues.FifoQueue, "
+                f"LifoQueue or PriorityQueue, got {settings.get('SCHEDULER_QUEUE_CLASS')!r}"
+            )
+        serializer = str(settings.get("SCHEDULER_SERIALIZER") or "msgpack")
+        if serializer not in SERIALIZERS:
+            raise FrontierConfigError(
+                f"SCHEDULER_SERIALIZER must be one of {', '.join(sorted(SERIALIZERS))} "
+                f"(pickle is never used), got {serializer!r}"
+            )
+        lease_timeout = _positive(settings, "SCHEDULER_LEASE_TIMEOUT", 60)
+        heartbeat = _positive(settings, "SCHEDULER_HEARTBEAT_INTERVAL", lease_timeout / 6)
+        if heartbeat * 3 > lease_timeout * (1 + 1e-9):
+            raise FrontierConfigError(
+                f"SCHEDULER_HEARTBEAT_INTERVAL ({heartbeat:g}) must be at most a third of "
+                f"SCHEDULER_LEASE_TIMEOUT ({lease_timeout:g})"
+            )
+        idle = settings.get("SCHEDULER_IDLE_BEFORE_CLOSE", 0)
+        try:
+            idle_before_close = float(idle)
+        except (TypeError, ValueError):
+            raise FrontierConfigError(
+                f"SCHEDULER_IDLE_BEFORE_CLOSE must be a number of seconds, got {idle!r}"
+            ) from None
+        if idle_before_close < 0:
+            raise FrontierConfigError(f"SCHEDULER_IDLE_BEFORE_CLOSE must be >= 0, got {idle!r}")
+        prefetch = _positive_int("SCHEDULER_PREFETCH", settings.get("SCHEDULER_PREFETCH", 8))
+        batch = settings.get("REDIS_START_URLS_BATCH_SIZE") or settings.getint(
+            "CONCURRENT_REQUESTS", 16
+        )
+        url = redis_url(settings)
+        return cls(
+            spider=spider,
+            url=url,
+            queue_key=_key(settings, "SCHEDULER_QUEUE_KEY", "%(spider)s:requests", spider),
+            dupefilter_key=_key(
+                settings, "SCHEDULER_DUPEFILTER_KEY", "%(spider)s:dupefilter", spider
+            ),
+            start_urls_key=_key(settings, "REDIS_START_URLS_KEY", "%(name)s:start_urls", spider),
+            start_urls_as_set=settings.getbool("REDIS_START_URLS_AS_SET", False),
+            start_urls_batch_size=_positive_int("REDIS_START_URLS_BATCH_SIZE", batch),
+            queue_class=queue_class,
+            serializer=serializer,
+            persist=settings.getbool("SCHEDULER_PERSIST", True),
+            flush_on_start=settings.getbool("SCHEDULER_FLUSH_ON_START", False),
+            idle_before_close=idle_before_close,
+            lease_timeout=lease_timeout,
+            heartbeat_interval=heartbeat,
+            idle_poll_interval=_positive(settings, "SCHEDULER_IDLE_POLL_INTERVAL", 0.2),
+            prefetch=prefetch,
+            enqueue_batch=settings.getbool("SCHEDULER_ENQUEUE_BATCH", False),
+            seen_cache=_count_setting(settings, "SCHEDULER_SEEN_CACHE", 100_000),
+            worker_id=str(settings.get("SCHEDULER_WORKER_ID") or default_worker_id()),
+        )
+
+    @property
+    def masked_url(self) -> str:
+        return mask_url(self.url)
+
+
+def _positive_int(name: str, raw: Any) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise FrontierConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value <= 0 or str(value) != str(raw).strip():
+        raise FrontierConfigError(f"{name} must be a whole number > 0, got {raw!r}")
+    return value
+
+
+def _count_setting(settings: BaseSettings, name: str, default: int) -> int:
+    raw = settings.get(name, default)
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise FrontierConfigError(f"{name} must be a whole number >= 0, got {raw!r}") from None
+    if value < 0 or str(value) != str(raw).strip():
+        raise FrontierConfigError(f"{name} must be a whole number >= 0, got {raw!r}")
+    return value
+
+
+def default_worker_id() -> str:
+    """``host:pid:random`` — unique per process, readable by operators."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"

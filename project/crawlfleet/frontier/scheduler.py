@@ -1,0 +1,585 @@
+"""The shared-queue scheduler: Scrapy's scheduler interface on a Redis frontier that loses nothing.
+
+Every worker process of a crawl runs one :class:`Scheduler`. Requests are de-duplicated and pushed
+in one atomic round trip; pops lease a small batch to this worker (``SCHEDULER_PREFETCH``) and
+acknowledge the previous batch in the same round trip; a heartbeat keeps the leases alive and
+returns dead workers' leases to the queue. See docs/frontier.md for settings and Redis keys.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections import Counter, OrderedDict, deque
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy import Request, Spider, signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.misc import build_from_crawler
+from twisted.internet.task import LoopingCall
+
+from crawlfleet.frontier import scripts
+from crawlfleet.frontier.config import (
+    SCRAPY_DEFAULT_DUPEFILTER,
+    SET_DUPEFILTER,
+    FrontierConfig,
+    FrontierConfigError,
+    load_class,
+    redis_from_settings,
+)
+from crawlfleet.frontier.dupefilter import RedisDupeFilter
+from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, failed_entry, unwrap
+from crawlfleet.frontier.queues import RedisQueue
+from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
+from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
+from crawlfleet.redisconn import RedisConfigError
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+# How often (seconds) an unreachable Redis is reported while the worker keeps retrying.
+_ERROR_LOG_INTERVAL = 10.0
+
+
+class ClusterStatus:
+    """What the last round trip saw of the whole crawl."""
+
+    def __init__(self, raw: list[Any] | None = None) -> None:
+        raw = raw or [0, 0, 0, 0, b"", 0]
+        self.queued = int(raw[0])
+        self.leased_by_others = int(raw[1])
+        self.leased_by_me = int(raw[2])
+        self.start_urls = int(raw[3])
+        seeding = raw[4]
+        self.seeding = seeding.decode() if isinstance(seeding, bytes) else str(seeding)
+        # `crawlfleet pause SPIDER`: hand out nothing, keep leases alive, never finish
+        self.paused = bool(int(raw[5]))
+
+    def busy(self, me: str) -> bool:
+        """Whether anything anywhere may still produce or hold requests (besides our own work)."""
+        return bool(
+            self.queued
+            or self.leased_by_others
+            or self.start_urls
+            or self.seeding not in ("", me)
+            or self.paused
+        )
+
+
+def build_dupefilter(crawler: Crawler) -> RedisDupeFilter:
+    settings = crawler.settings
+    path = settings.get("DUPEFILTER_CLASS")
+    if not path or path == SCRAPY_DEFAULT_DUPEFILTER:
+        # Scrapy's in-memory default cannot be shared; an unset DUPEFILTER_CLASS means "the set".
+        path = SET_DUPEFILTER
+    cls = load_class("DUPEFILTER_CLASS", path)
+    if not issubclass(cls, RedisDupeFilter):
+        raise FrontierConfigError(
+            f"DUPEFILTER_CLASS {path!r} is not a Redis dupefilter; use "
+            f"crawlfleet.frontier.dupefilter.SetDupeFilter or BloomDupeFilter"
+        )
+    return build_from_crawler(cls, crawler)
+
+
+class Scheduler(BaseScheduler):
+    """``SCHEDULER = "crawlfleet.frontier.scheduler.Scheduler"``."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: FrontierConfig,
+        client: redis.Redis,
+        queue: RedisQueue,
+        dupefilter: RedisDupeFilter,
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.client = client
+        self.queue = queue
+        self.df = dupefilter
+        self.stats = crawler.stats
+        self.worker = config.worker_id
+        self.prefix = config.spider
+        self._keys = [config.queue_key, f"{self.prefix}:seq", config.start_urls_key]
+        self._args = [
+            self.prefix,
+            self.worker,
+            # A deadline one heartbeat short of the lease timeout: reapers look once per
+            # heartbeat interval, so a silent worker's leases are back within the timeout.
+            str(int((config.lease_timeout - config.heartbeat_interval) * 1000)),
+            "1" if config.start_urls_as_set else "0",
+        ]
+        lua_q, lua_df = type(queue).LUA, dupefilter.LUA_CHECK_AND_ADD
+        self._enqueue = client.register_script(scripts.build(lua_q, lua_df, scripts.ENQUEUE))
+        self._feed_script = client.register_script(scripts.build(lua_q, lua_df, scripts.FEED))
+        self._sync_script = client.register_script(scripts.build(lua_q, lua_df, scripts.SYNC))
+        self._claim = client.register_script(scripts.build(lua_q, lua_df, scripts.CLAIM))
+        self.spider: Spider | None = None
+        self.codec: RequestCodec | None = None
+        self._buffer: deque[Lease] = deque()
+        self._inflight: dict[int, Lease] = {}
+        self._acks: list[str] = []
+        self._fails: list[tuple[str, str]] = []
+        self._dead: list[tuple[str, str]] = []
+        # enqueue items (with their requests) Redis has not taken yet
+        self._pending: list[tuple[list[Any], Request]] = []
+        # (dupefilter key, argument) of fingerprints Redis has recorded, least recently used first
+        self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        # cluster stats counted here and written with the next SYNC (in batches)
+        self._cluster_stats: Counter[str] = Counter()
+        self._flush_call: Any = None
+        # Imported here, not at module level: importing it installs a reactor, and Scrapy
+        # must have installed its own first.
+        from twisted.internet import reactor
+
+        self._reactor: Any = reactor
+        self._status = ClusterStatus()
+        self._seeding = False
+        self._seed_release = False
+        self._seed_released = False
+        self._enqueued_since_sync = False
+        self._last_sync = 0.0
+        self._idle_since: float | None = None
+        self._last_error_log = 0.0
+        self._loops: list[LoopingCall] = []
+        self._info = json.dumps(
+            {"host": socket.gethostname(), "pid": os.getpid(), "spider": config.spider}
+        )
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+        spider = crawler.spider
+        name = spider.name if spider is not None else getattr(crawler.spidercls, "name", "")
+        try:
+            config = FrontierConfig.from_settings(crawler.settings, name)
+            client = redis_from_settings(crawler.settings)
+            queue = config.queue_class(client, config.queue_key)
+            problem = queue.type_error()
+            if problem:
+                raise FrontierConfigError(problem)
+            return cls(crawler, config, client, queue, build_dupefilter(crawler))
+        except (FrontierConfigError, RedisConfigError) as exc:
+            # Scrapy follows this with its own tracebacks; this line is the one to read.
+            logger.critical("Frontier cannot start: %s", exc)
+            raise
+
+    # -- Scrapy's scheduler interface ---------------------------------------------------------
+
+    def open(self, spider: Spider) -> None:
+        self._check_engine()
+        self.spider = spider
+        self.codec = RequestCodec(spider, self.config.serializer)
+        if self.config.flush_on_start:
+            self.flush()
+        self.df.open()
+        claimed, status = self._claim(keys=self._keys, args=[*self._args, self._info])
+        self._seeding = bool(int(claimed))
+        self._status = ClusterStatus(status)
+        self._last_sync = time.monotonic()
+        self.client.hset(
+            f"{self.prefix}:frontier",
+            mapping={
+                "queue_key": self.config.queue_key,
+                "queue_class": f"{type(self.queue).__module__}.{type(self.queue).__name__}",
+                "serializer": self.config.serializer,
+                "dupefilter_class": f"{type(self.df).__module__}.{type(self.df).__name__}",
+                "start_urls_key": self.config.start_urls_key,
+                "start_urls_as_set": int(self.config.start_urls_as_set),
+            },
+        )
+        self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+        for interval, func in (
+            (self.config.heartbeat_interval, self._heartbeat),
+            (self.config.idle_poll_interval, self._poke),
+        ):
+            loop = LoopingCall(func)
+            loop.start(interval, now=False)
+            self._loops.append(loop)
+        logger.info(
+            "Frontier worker %s joined %s at %s: %d queued, %s start requests",
+            self.worker,
+            self.prefix,
+            self.config.masked_url,
+            self._status.queued,
+            "running the" if self._seeding else "skipping the",
+            extra={"spider": spider},
+        )
+
+    def close(self, reason: str) -> None:
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        self._loops.clear()
+        if self._flush_call is not None and self._flush_call.active():
+            self._flush_call.cancel()
+        self._collect_finished()
+        # Whatever is still buffered or in flight goes back to the queue now, not after a timeout.
+        self._sync("release", 0)
+        self.df.close(reason)
+        if not self.config.persist and self.client.zcard(f"{self.prefix}:workers") == 0:
+            self.flush()
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer or self._pending) or self._status.busy(self.worker)
+
+    def enqueue_request(self, request: Request) -> bool:
+        if request.meta.get("is_start_request") and not self._seeding:
+            # Another worker seeded (or the crawl is under way): just join.
+            self.stats.inc_value("scheduler/start_skipped")
+            return False
+        stored = unwrap(request)
+        check = ("", b"") if stored.dont_filter else self.df.script_item(stored)
+        if check in self._seen:
+            # This worker already saw Redis record this fingerprint, and fingerprints are never
+            # removed during a crawl: a duplicate, known without a round trip.
+            self._seen.move_to_end(check)
+            self._cluster_stats["dupefilter/filtered"] += 1
+            assert self.spider is not None
+            self.df.log(request, self.spider)
+            return False
+        item = self._item(stored, check)
+        self._pending.append((item, request))
+        if self.config.enqueue_batch:
+            # Flushed at the next reactor turn (or before any ack): many requests, one round trip.
+            if self._flush_call is None or not self._flush_call.active():
+                self._flush_call = self._reactor.callLater(0, self._flush_pending)
+            return item[0] != "!dead"
+        results = self._flush_pending()
+        if results is None:
+            return item[0] != "!dead"  # kept for retry; acknowledgements wait for it
+        return results[-1] == 1
+
+    def _flush_pending(self) -> list[int] | None:
+        """Send every pending enqueue in one round trip; None (and keep them) if Redis fails."""
+        if not self._pending:
+            return []
+        args = [*self._args]
+        for item, _ in self._pending:
+            args.extend(item)
+        try:
+            results = [int(r) for r in self._enqueue(keys=self._keys, args=args)]
+        except redis.RedisError as exc:
+            self._redis_error("enqueue", exc)
+            return None
+        pending, self._pending = self._pending, []
+        assert self.spider is not None
+        for (item, request), result in zip(pending, results, strict=True):
+            if item[0] not in ("", "!dead"):
+                self._remember((item[0], item[1]))
+            if result == 1:
+                self.stats.inc_value("scheduler/enqueued/redis")
+                self.stats.inc_value("scheduler/enqueued")
+            elif item[0] != "!dead":
+                self.df.log(request, self.spider)
+        self._count(results)
+        return results
+
+    def next_request(self) -> Request | None:
+        self._collect_finished()
+        self._check_seeding_done()
+        if self._status.paused:
+            # Paused: nothing handed out (prefetched requests stay leased, heartbeats keep the
+            # leases alive); look again every poll interval.
+            if time.monotonic() - self._last_sync >= self.config.idle_poll_interval:
+                self._sync("pop", 0)
+            if self._status.paused:
+                return None
+        if not self._buffer and self._should_pop():
+            self._sync("pop", self.config.prefetch)
+            if not self._buffer and self._enqueued_since_sync:  # start URLs were just fed
+                self._sync("pop", self.config.prefetch)
+        if not self._buffer or self._status.paused:
+            return None
+        lease = self._buffer.popleft()
+        request = lease.request
+        assert request is not None
+        request.errback = FailureTap(lease, request.errback)
+        self._inflight[id(request)] = lease
+        self.stats.inc_value("scheduler/dequeued/redis")
+        self.stats.inc_value("scheduler/dequeued")
+        return request
+
+    def __len__(self) -> int:
+        """Requests waiting: this worker's prefetched ones plus the queue as last seen."""
+        return len(self._buffer) + self._status.queued
+
+    # -- operations ---------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Forget the queue, the fingerprints and the seeding flag (SCHEDULER_FLUSH_ON_START)."""
+        self.queue.clear()
+        self.df.clear()
+        self.client.delete(f"{self.prefix}:seeding")
+
+    def _item(self, request: Request, check: tuple[str, bytes]) -> list[Any]:
+        """ENQUEUE script arguments: dupefilter key and argument, payload, priority."""
+        assert self.codec is not None
+        try:
+            payload = self.codec.encode(request)
+        except EncodeError as exc:
+            logger.error(
+                "Cannot store %s in the frontier (%s); it goes to the dead-letter list",
+                request,
+                exc,
+                extra={"spider": self.spider},
+            )
+            self.stats.inc_value("scheduler/deadletter")
+            raw = f"{request.method} {request.url} meta={sorted(request.meta)}".encode()
+            return [
+                "!dead",
+                dead_entry(raw, f"unserializable: {exc}", self.worker, "enqueue"),
+                b"",
+                "0",
+            ]
+        return [check[0], check[1], payload, str(request.priority)]
+
+    def _should_pop(self) -> bool:
+        if self._status.queued > 0 or self._enqueued_since_sync or self._status.start_urls:
+            return True
+        return time.monotonic() - self._last_sync >= self.config.idle_poll_interval
+
+    def _remember(self, seen_key: tuple[str, bytes]) -> None:
+        if self.config.seen_cache:
+            self._seen[seen_key] = None
+            if len(self._seen) > self.config.seen_cache:
+                self._seen.popitem(last=False)
+
+    def _count(self, results: list[int]) -> None:
+        """Count enqueue results for the cluster stats, sent with the next SYNC."""
+        enqueued = results.count(1)
+        self._cluster_stats["scheduler/enqueued"] += enqueued
+        self._cluster_stats["dupefilter/filtered"] += results.count(0)
+        self._cluster_stats["scheduler/deadletter"] += results.count(2)
+        if enqueued:
+            self._enqueued_since_sync = True
+            self._status.queued += enqueued
+
+    def _collect_finished(self) -> None:
+        """Acknowledge leases whose requests the engine has finished with."""
+        if not self._inflight:
+            return
+        slot = getattr(self._engine(), "_slot", None)
+        # The engine keeps a request in slot.inprogress from download until its response (or
+        # failure) has been handled by the spider, including enqueueing the new requests.
+        inprogress = getattr(slot, "inprogress", None)
+        if inprogress is None:
+            inprogress = set()
+        for key, lease in list(self._inflight.items()):
+            if lease.request not in inprogress:
+                del self._inflight[key]
+                if lease.failure is not None:
+                    self._fails.append((lease.lease_id, failed_entry(lease, self.worker)))
+                else:
+                    self._acks.append(lease.lease_id)
+
+    def _check_engine(self) -> None:
+        """Fail at start, not silently, if the engine lacks what acknowledgements rely on."""
+        engine = self._engine()
+        if engine is None:
+            return  # driven directly (tests, tools): every handed-out request counts as done
+        slot = getattr(engine, "_slot", None)
+        if not (
+            isinstance(getattr(slot, "inprogress", None), set)
+            and hasattr(slot, "nextcall")
+            and hasattr(engine, "_start")
+        ):
+            raise FrontierConfigError(
+                "this Scrapy engine has no _slot.inprogress/_slot.nextcall/_start; the frontier "
+                "scheduler needs Scrapy 2.19 (pinned in crawlfleet's dependencies)"
+            )
+
+    def _engine(self) -> Any:
+        """The running engine, or None (a scheduler driven directly, as in tests and tools)."""
+        try:
+            return self.crawler.engine
+        except RuntimeError:
+            return None
+
+    def _check_seeding_done(self) -> None:
+        # The engine drops its start iterator once spider.start() is exhausted; until then the
+        # seeding flag tells other workers that more requests are coming.
+        engine = self._engine()
+        if self._seeding and not self._seed_released and getattr(engine, "_start", None) is None:
+            self._seed_release = True
+
+    def _sync(self, mode: str, npop: int) -> bool:
+        """One round trip: acknowledge, report failures and dead letters, then pop/beat/release."""
+        # New requests reach Redis before the acks of the requests that produced them.
+        if self._pending and self._flush_pending() is None:
+            return False
+        acks, fails, dead = self._acks, self._fails, self._dead
+        release_seed = self._seed_release and not self._seed_released
+        stats = [(name, str(n)) for name, n in self._cluster_stats.items() if n]
+        args = [
+            *self._args,
+            mode,
+            str(npop),
+            "1" if release_seed else "0",
+            self._info,
+            str(len(acks)),
+            str(len(fails)),
+            str(len(dead)),
+            str(len(stats)),
+            *acks,
+        ]
+        for pair in (*fails, *dead, *stats):
+            args.extend(pair)
+        try:
+            reaped, requeued, popped, status = self._sync_script(keys=self._keys, args=args)
+        except redis.RedisError as exc:
+            self._redis_error(mode, exc)
+            return False
+        self._acks, self._fails, self._dead = [], [], []
+        self._cluster_stats.clear()
+        self._last_sync = time.monotonic()
+        self._enqueued_since_sync = False
+        if release_seed:
+            self._seed_released = True
+        self._status = ClusterStatus(status)
+        if int(reaped) and mode != "release":
+            # Our heartbeat lapsed and another worker gave our leases back to the queue: the
+            # prefetched requests are someone else's now.
+            logger.warning(
+                "Frontier worker %s missed its lease deadline; dropping %d prefetched requests "
+                "(they were returned to the queue)",
+                self.worker,
+                len(self._buffer),
+                extra={"spider": self.spider},
+            )
+            self._buffer.clear()
+        if int(requeued):
+            self.stats.inc_value("scheduler/requeued", int(requeued))
+        self._take(popped)
+        if (
+            mode == "pop"
+            and self._status.start_urls
+            and (self._status.queued < 2 * self.config.start_urls_batch_size)
+        ):
+            self._feed()
+        return True
+
+    def _take(self, popped: list[bytes]) -> None:
+        assert self.codec is not None
+        for i in range(0, len(popped), 2):
+            lease_id = popped[i].decode()
+            payload = bytes(popped[i + 1])
+            try:
+                request = self.codec.decode(payload)
+            except DecodeError as exc:
+                logger.warning(
+                    "Frontier entry moved to the dead-letter list: %s",
+                    exc,
+                    extra={"spider": self.spider},
+                )
+                self.stats.inc_value("scheduler/deadletter")
+                self._dead.append((lease_id, dead_entry(payload, str(exc), self.worker, "queue")))
+                continue
+            # Only this worker's own spider.start() output counts as start requests; a popped
+            # request (and the meta its callbacks copy) must not look like one.
+            request.meta.pop("is_start_request", None)
+            self._buffer.append(Lease(lease_id, payload, request))
+
+    def _feed(self) -> None:
+        """Move one batch from the start_urls key into the queue (dedup'ed, atomically)."""
+        assert self.spider is not None
+        key, size = self.config.start_urls_key, self.config.start_urls_batch_size
+        raws: list[bytes]
+        try:
+            if self.config.start_urls_as_set:
+                raws = list(self.client.srandmember(key, size))  # type: ignore[arg-type]
+            else:
+                raws = list(self.client.lrange(key, 0, size - 1))  # type: ignore[arg-type]
+        except redis.RedisError as exc:
+            self._redis_error("start_urls", exc)
+            return
+        args: list[Any] = [*self._args]
+        for raw in raws:
+            try:
+                request = request_from_entry(bytes(raw), self.spider)
+                args.append(raw)
+                check = ("", b"") if request.dont_filter else self.df.script_item(request)
+                args.extend(self._item(request, check))
+            except StartEntryError as exc:
+                logger.warning(
+                    "Start URL entry moved to the dead-letter list: %s",
+                    exc,
+                    extra={"spider": self.spider},
+                )
+                args.extend(
+                    [
+                        raw,
+                        "!dead",
+                        dead_entry(bytes(raw), str(exc), self.worker, "start_urls"),
+                        b"",
+                        "0",
+                    ]
+                )
+        try:
+            results = self._feed_script(keys=self._keys, args=args)
+        except redis.RedisError as exc:
+            self._redis_error("start_urls", exc)
+            return
+        counted = [int(r) for r in results]
+        self._count([r for r in counted if r >= 0])
+        fed = counted.count(1)
+        if fed:
+            self.stats.inc_value("scheduler/enqueued/redis", fed)
+            self.stats.inc_value("scheduler/enqueued", fed)
+
+    # -- timers and signals -------------------------------------------------------------------
+
+    def _heartbeat(self) -> None:
+        self._collect_finished()
+        self._check_seeding_done()
+        self._sync("beat", 0)
+
+    def _poke(self) -> None:
+        """Wake the engine while waiting for other workers (its own heartbeat is 5 s)."""
+        if self._buffer and not self._status.paused:
+            return
+        slot = getattr(self._engine(), "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    def _on_idle(self, spider: Spider) -> None:
+        """Close only when the whole cluster has been idle for SCHEDULER_IDLE_BEFORE_CLOSE."""
+        self._collect_finished()
+        self._check_seeding_done()
+        synced = self._sync("pop", 0 if self._status.paused else self.config.prefetch)
+        if self._buffer or not synced or self._status.busy(self.worker):
+            # busy includes a pause: a paused crawl is never finished
+            self._idle_since = None
+            raise DontCloseSpider
+        if self._status.leased_by_me or self._pending or self._acks or self._dead or self._fails:
+            self._idle_since = None
+            raise DontCloseSpider
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+        if now - self._idle_since < self.config.idle_before_close:
+            raise DontCloseSpider
+        logger.info(
+            "Frontier %s: nothing queued or leased anywhere; closing",
+            self.prefix,
+            extra={"spider": spider},
+        )
+
+    def _redis_error(self, what: str, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._last_error_log >= _ERROR_LOG_INTERVAL:
+            self._last_error_log = now
+            logger.warning(
+                "Frontier Redis %s failed at %s (%s); retrying, nothing is lost",
+                what,
+                self.config.masked_url,
+                exc,
+                extra={"spider": self.spider},
+            )
