@@ -1,0 +1,141 @@
+"""Non-blocking HTTP client of a pool service (proxy pool, account pool), shared by the middlewares.
+
+Runs on Scrapy's asyncio reactor: every call is awaited on the reactor's own event loop, never
+blocking it. Reports are fire-and-forget tasks: a pool that is down slows nothing down; the
+middleware counts what happened in the crawler's stats under its prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any
+
+import httpx
+from scrapy.exceptions import NotConfigured
+from scrapy.statscollectors import StatsCollector
+from scrapy.utils.asyncio import is_asyncio_available
+
+log = logging.getLogger(__name__)
+
+
+class PoolUnavailable(Exception):
+    """The pool did not answer usefully (connection error, timeout, unexpected status)."""
+
+
+def require_asyncio(component: str) -> None:
+    """The middlewares await asyncio code; refuse to run on another reactor (loudly)."""
+    try:
+        available = is_asyncio_available()
+    except RuntimeError:  # neither a reactor nor a running loop: not inside a Scrapy crawl
+        available = False
+    if not available:
+        raise RuntimeError(
+            f"{component} needs TWISTED_REACTOR = "
+            "'twisted.internet.asyncioreactor.AsyncioSelectorReactor' (Scrapy's default)"
+        )
+
+
+def require_url(value: str | None, setting: str) -> str:
+    url = (value or "").strip().rstrip("/")
+    if not url:
+        raise NotConfigured(f"{setting} is not set")
+    if not url.startswith(("http://", "https://")):
+        raise NotConfigured(f"{setting} must be an http:// or https:// URL, got {url!r}")
+    return url
+
+
+class Backoff:
+    """Exponential back-off with jitter: base, 2*base, 4*base … capped at ``maximum`` seconds."""
+
+    def __init__(self, base: float, maximum: float) -> None:
+        if base <= 0 or maximum < base:
+            raise ValueError(f"back-off needs 0 < base <= maximum, got {base}, {maximum}")
+        self.base = base
+        self.maximum = maximum
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        delay = min(self.maximum, self.base * 2**self.failures)
+        self.failures += 1
+        # Jitter keeps many workers from hitting a recovering pool in lockstep.
+        return delay * random.uniform(0.5, 1.0)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class PoolClient:
+    """GET text from and POST JSON reports to one pool, with its API key in ``X-API-Key``."""
+
+    def __init__(
+        self, base_url: str, api_key: str, timeout: float, stats: StatsCollector, prefix: str
+    ) -> None:
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout = timeout
+        self.stats = stats
+        self.prefix = prefix
+        self._client: httpx.AsyncClient | None = None
+        self._reports: set[asyncio.Task[None]] = set()
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        # Created lazily, inside the reactor's running loop that will also use it.
+        if self._client is None:
+            headers = {"X-API-Key": self.api_key} if self.api_key else {}
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url, headers=headers, timeout=self.timeout, trust_env=False
+            )
+        return self._client
+
+    async def get_text(self, path: str, params: dict[str, Any] | None = None) -> str:
+        """The body of a 200 answer; any other status (503: the pool is empty) is unavailable."""
+        self.stats.inc_value(f"{self.prefix}/pool/requests")
+        try:
+            resp = await self.client.get(path, params=params)
+        except httpx.HTTPError as exc:
+            self.stats.inc_value(f"{self.prefix}/pool/error")
+            raise PoolUnavailable(f"{self.base_url}{path}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code != 200:
+            self.stats.inc_value(f"{self.prefix}/pool/error")
+            self.stats.inc_value(f"{self.prefix}/pool/status/{resp.status_code}")
+            raise PoolUnavailable(
+                f"{self.base_url}{path}: HTTP {resp.status_code} {resp.text[:120].strip()}"
+            )
+        if not resp.text.strip():
+            self.stats.inc_value(f"{self.prefix}/pool/empty")
+        return resp.text
+
+    def report(self, path: str, body: dict[str, Any]) -> asyncio.Task[None]:
+        """POST ``body`` in the background; the caller never waits for the pool."""
+        task = asyncio.ensure_future(self._post(path, body))
+        self._reports.add(task)
+        task.add_done_callback(self._reports.discard)
+        return task
+
+    async def _post(self, path: str, body: dict[str, Any]) -> None:
+        try:
+            resp = await self.client.post(path, json=body)
+        except httpx.HTTPError as exc:
+            self.stats.inc_value(f"{self.prefix}/report/error")
+            log.warning("report to %s%s failed: %s", self.base_url, path, type(exc).__name__)
+            return
+        if resp.status_code == 404:
+            # Already gone from the pool (another worker reported it first): nothing to do.
+            self.stats.inc_value(f"{self.prefix}/report/gone")
+            return
+        if resp.status_code >= 300:
+            self.stats.inc_value(f"{self.prefix}/report/error")
+            log.warning("report to %s%s: HTTP %s", self.base_url, path, resp.status_code)
+            return
+        self.stats.inc_value(f"{self.prefix}/report/sent")
+
+    async def close(self) -> None:
+        """Let pending reports finish (bounded by the timeout), then close the connections."""
+        if self._reports:
+            await asyncio.wait(set(self._reports), timeout=self.timeout)
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

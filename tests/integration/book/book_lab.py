@@ -1,0 +1,369 @@
+"""The book tests' lab: the demo site, forward proxies, both pools and crawl workers, each a real
+process on loopback that the test can stop and start again."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import redis
+from cryptography.fernet import Fernet
+
+from redis_server import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+PROJECT = ROOT / "project"
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+PROXY_KEY = "proxypool-test-key-0123456789"
+ACCOUNT_KEY = "accountpool-test-key-0123456789"
+ADMIN_SECRET = "demosite-admin-secret"
+JWT_SECRET = "demosite-jwt-secret-for-the-book-tests!"
+ACCOUNTS = {"reader1": "pw-one", "reader2": "pw-two", "reader3": "pw-three"}
+
+
+def wait_http(url: str, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process for {url} exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=1.0, trust_env=False).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+@dataclass
+class Service:
+    """A process we can stop and start again with the same command line (same port)."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    health: str
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Service:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        wait_http(self.health, proc=self.proc)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@dataclass
+class Lab:
+    tmp: Path
+    redis_url: str
+    services: list[Service] = field(default_factory=list)
+    site_url: str = ""
+    proxies: list[str] = field(default_factory=list)
+    proxy_services: list[Service] = field(default_factory=list)
+    proxypool: Service | None = None
+    accountpool: Service | None = None
+    worker_env: dict[str, str] = field(default_factory=dict)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_proxy")}
+        env.update(REDIS_URL=self.redis_url, PYTHONUNBUFFERED="1")
+        env.update(extra)
+        return env
+
+    def _service(self, name: str, argv: list[str], health: str, env: dict[str, str]) -> Service:
+        service = Service(name, argv, env, self.tmp / f"{name}.log", health).start()
+        self.services.append(service)
+        return service
+
+    def start_demosite(self, *flags: str, books: int = 300) -> str:
+        port = free_port()
+        accounts = ",".join(f"{u}:{p}" for u, p in ACCOUNTS.items())
+        argv = [
+            str(BIN / "crawlfleet"),
+            "demosite",
+            "--port",
+            str(port),
+            "--books",
+            str(books),
+            "--accounts",
+            accounts,
+            "--admin-secret",
+            ADMIN_SECRET,
+            "--jwt-secret",
+            JWT_SECRET,
+            "--log-level",
+            "warning",
+            *flags,
+        ]
+        self.site_url = f"http://127.0.0.1:{port}"
+        self._service("demosite", argv, f"{self.site_url}/health", self.env())
+        return self.site_url
+
+    def start_proxies(
+        self, sources: tuple[str, ...] = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+    ) -> None:
+        for source in sources:
+            port = free_port()
+            argv = [
+                sys.executable,
+                str(HERE / "book_forward_proxy.py"),
+                "--port",
+                str(port),
+                "--source",
+                source,
+            ]
+            # A forward proxy answers any path; /health on the demo site proves it forwards.
+            health = f"http://127.0.0.1:{port}/"
+            service = Service(
+                f"proxy-{source}", argv, self.env(), self.tmp / f"proxy-{source}.log", health
+            )
+            with service.log.open("ab") as log:
+                service.proc = subprocess.Popen(
+                    argv, env=service.env, stdout=log, stderr=subprocess.STDOUT
+                )
+            _wait_port(port, service.proc)
+            self.services.append(service)
+            self.proxy_services.append(service)
+            self.proxies.append(f"127.0.0.1:{port}")
+
+    def start_proxypool(self, port: int | None = None) -> str:
+        port = port or free_port()
+        argv = [
+            str(BIN / "crawlfleet"),
+            "proxypool",
+            "serve",
+            "--port",
+            str(port),
+            "--redis-url",
+            self.redis_url,
+            "--api-key",
+            PROXY_KEY,
+            "--test-url",
+            f"{self.site_url}/ip",
+            "--fetch-interval",
+            "1",
+            "--test-interval",
+            "1",
+            "--test-timeout",
+            "3",
+            "--log-level",
+            "warning",
+        ]
+        for proxy in self.proxies:
+            argv += ["--proxy", proxy]
+        self.proxypool = self._service(
+            "proxypool", argv, f"http://127.0.0.1:{port}/health", self.env()
+        )
+        url = f"http://127.0.0.1:{port}"
+        _wait_nonempty(f"{url}/random", PROXY_KEY)
+        return url
+
+    def start_accountpool(self, *flags: str, port: int | None = None) -> str:
+        port = port or free_port()
+        key = Fernet.generate_key().decode()  # what `crawlfleet accountpool keygen` prints
+        env = self.env(ACCOUNTPOOL_SECRET_KEY=key, ACCOUNTPOOL_API_KEY=ACCOUNT_KEY)
+        argv = [
+            str(BIN / "crawlfleet"),
+            "accountpool",
+            "serve",
+            "--port",
+            str(port),
+            "--redis-url",
+            self.redis_url,
+            "--site-url",
+            f"demosite={self.site_url}",
+            "--generate-interval",
+            "1",
+            "--test-interval",
+            "1",
+            "--backoff-base",
+            "1",
+            "--log-level",
+            "info",
+            *flags,
+        ]
+        self.accountpool = self._service(
+            "accountpool", argv, f"http://127.0.0.1:{port}/health", env
+        )
+        url = f"http://127.0.0.1:{port}"
+        accounts = [{"username": u, "password": p} for u, p in ACCOUNTS.items()]
+        httpx.post(
+            f"{url}/demosite/accounts",
+            json={"accounts": accounts},
+            headers={"X-API-Key": ACCOUNT_KEY},
+            trust_env=False,
+        ).raise_for_status()
+        _wait_nonempty(f"{url}/demosite/random", ACCOUNT_KEY)
+        return url
+
+    def crawl_env(self, proxypool_url: str, accountpool_url: str) -> dict[str, str]:
+        """The worker environment of DESIGN.md §3 (also kept as ``worker_env``)."""
+        self.worker_env = self.env(
+            BOOK_SITE_URL=self.site_url,
+            PROXYPOOL_URL=proxypool_url,
+            PROXYPOOL_API_KEY=PROXY_KEY,
+            ACCOUNTPOOL_URL=accountpool_url,
+            ACCOUNTPOOL_API_KEY=ACCOUNT_KEY,
+            PYTHONPATH=os.pathsep.join([str(PROJECT), str(HERE)]),
+        )
+        return self.worker_env
+
+    def start_worker(
+        self, name: str, env: dict[str, str], *settings: str
+    ) -> tuple[subprocess.Popen[bytes], Path]:
+        stats = self.tmp / f"{name}.stats.json"
+        argv = [
+            str(BIN / "scrapy"),
+            "crawl",
+            "book",
+            "-s",
+            f"BOOK_STATS_FILE={stats}",
+            "-s",
+            'EXTENSIONS={"book_stats_file.StatsToFile": 0}',
+            "-s",
+            "LOG_LEVEL=INFO",
+        ]
+        for setting in settings:
+            argv += ["-s", setting]
+        log = (self.tmp / f"{name}.log").open("ab")
+        proc = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        return proc, stats
+
+    def admin(self, path: str, body: dict[str, object] | None = None) -> dict[str, object]:
+        headers = {"X-Admin-Secret": ADMIN_SECRET}
+        if body is None:
+            resp = httpx.get(f"{self.site_url}{path}", headers=headers, trust_env=False)
+        else:
+            resp = httpx.post(f"{self.site_url}{path}", json=body, headers=headers, trust_env=False)
+        resp.raise_for_status()
+        result: dict[str, object] = resp.json()
+        return result
+
+    def admin_delete(self, path: str) -> None:
+        httpx.delete(
+            f"{self.site_url}{path}", headers={"X-Admin-Secret": ADMIN_SECRET}, trust_env=False
+        ).raise_for_status()
+
+    def close(self) -> None:
+        for service in reversed(self.services):
+            service.stop()
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process on port {port} exited with {proc.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after 10 s")
+
+
+def _wait_nonempty(url: str, key: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            resp = httpx.get(url, headers={"X-API-Key": key}, timeout=2.0, trust_env=False)
+            if resp.status_code == 200 and resp.text.strip():
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} had nothing to serve after {timeout} s")
+
+
+def read_stats(path: Path) -> dict[str, object]:
+    stats: dict[str, object] = json.loads(path.read_text())
+    return stats
+
+
+CRAWL_SETTINGS = (
+    "SCHEDULER_IDLE_BEFORE_CLOSE=2",
+    "PROXYPOOL_QUARANTINE=2",
+    "PROXYPOOL_REFRESH_INTERVAL=1",
+    "PROXYPOOL_BACKOFF_MAX=2",
+    "ACCOUNTPOOL_BACKOFF_MAX=2",
+)
+
+
+def wait_workers(
+    workers: list[tuple[subprocess.Popen[bytes], Path]], timeout: float = 180.0
+) -> list[dict[str, object]]:
+    """Wait for every worker to exit 0 (killing them all after ``timeout``); their stats."""
+    deadline = time.monotonic() + timeout
+    for proc, _ in workers:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for other, _ in workers:
+                other.kill()
+            raise AssertionError(
+                f"crawl did not finish within {timeout} s\n{_log_tails(workers)}"
+            ) from None
+    codes = [proc.returncode for proc, _ in workers]
+    assert codes == [0] * len(workers), f"exit codes {codes}\n{_log_tails(workers)}"
+    return [read_stats(stats) for _, stats in workers]
+
+
+def _log_tails(workers: list[tuple[subprocess.Popen[bytes], Path]], lines: int = 25) -> str:
+    """The end of each worker's log (the logs live in a temporary directory)."""
+    tails = []
+    for _, stats in workers:
+        log = stats.with_name(stats.name.replace(".stats.json", ".log"))
+        text = log.read_text(errors="replace").splitlines() if log.exists() else []
+        tails.append(f"--- {log.name}\n" + "\n".join(text[-lines:]))
+    return "\n".join(tails)
+
+
+def export(redis_url: str, out: Path) -> tuple[list[dict[str, object]], str]:
+    """Run ``crawlfleet export book``; the exported items and its message."""
+    proc = subprocess.run(
+        [
+            str(BIN / "crawlfleet"),
+            "export",
+            "book",
+            "-o",
+            str(out),
+            "--redis-url",
+            redis_url,
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    return items, proc.stdout.strip()
+
+
+def wait_items(redis_url: str, count: int, timeout: float = 60.0) -> None:
+    """Block until the items stream has at least ``count`` entries."""
+    client = redis.Redis.from_url(redis_url)
+    deadline = time.monotonic() + timeout
+    while client.xlen("book:items") < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {count} items after {timeout} s")
+        time.sleep(0.05)
+    client.close()

@@ -1,0 +1,79 @@
+"""The demo site as a real server process: tokens, expiry, per-address bans, bad flags."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import httpx
+from book_lab import ACCOUNTS, BIN, Lab
+
+
+def client_from(address: str) -> httpx.Client:
+    """A client whose connections leave from ``address`` (a distinct loopback source)."""
+    return httpx.Client(
+        transport=httpx.HTTPTransport(local_address=address), trust_env=False, timeout=5
+    )
+
+
+def login(client: httpx.Client, site: str) -> dict[str, str]:
+    user, password = next(iter(ACCOUNTS.items()))
+    resp = client.post(f"{site}/api/login", json={"username": user, "password": password})
+    resp.raise_for_status()
+    return {"Authorization": f"jwt {resp.json()['token']}"}
+
+
+def test_site_rejects_missing_and_expired_tokens(lab: Lab) -> None:
+    site = lab.start_demosite("--token-ttl", "1", books=20)
+    with client_from("127.0.0.1") as client:
+        assert client.get(f"{site}/api/book/").status_code == 401
+        headers = login(client, site)
+        body = client.get(f"{site}/api/book/?limit=18&offset=18", headers=headers).json()
+        assert body["count"] == 20 and len(body["results"]) == 2
+        time.sleep(2.1)  # exp has one-second resolution
+        resp = client.get(f"{site}/api/book/", headers=headers)
+        assert resp.status_code == 401
+        assert resp.json() == {"detail": "token expired"}
+        bad = client.post(f"{site}/api/login", json={"username": "reader1", "password": "x"})
+        assert bad.status_code == 401
+
+
+def test_site_bans_a_busy_address_only(lab: Lab) -> None:
+    site = lab.start_demosite(
+        "--rate-limit",
+        "10",
+        "--rate-window",
+        "30",
+        "--ban-seconds",
+        "1.5",
+        "--ban-status",
+        "429",
+        books=20,
+    )
+    with client_from("127.0.0.2") as busy, client_from("127.0.0.3") as calm:
+        headers = login(busy, site)  # 1 request
+        codes = [busy.get(f"{site}/api/book/", headers=headers).status_code for _ in range(11)]
+        assert codes == [200] * 9 + [429] * 2
+        banned = busy.get(f"{site}/api/book/", headers=headers)
+        assert banned.status_code == 429 and int(banned.headers["Retry-After"]) >= 1
+        assert busy.get(f"{site}/ip").status_code == 429
+        assert calm.get(f"{site}/ip").json() == {"origin": "127.0.0.3"}
+        assert calm.get(f"{site}/api/book/", headers=headers).status_code == 200
+        assert lab.admin("/api/admin/stats")["banned"] == ["127.0.0.2"]
+        time.sleep(1.6)
+        assert busy.get(f"{site}/api/book/", headers=headers).status_code == 200
+
+
+def test_bad_flags_exit_2_with_one_line() -> None:
+    for argv, needle in (
+        (["--ban-status", "500"], "--ban-status must be 403 or 429"),
+        (["--accounts", "nopassword"], "--accounts: expected user:password"),
+        (["--jwt-secret", "short"], "--jwt-secret must be at least 32 bytes"),
+        (["--workers", "0"], "--workers must be >= 1"),
+    ):
+        proc = subprocess.run(
+            [str(BIN / "crawlfleet"), "demosite", *argv], capture_output=True, text=True
+        )
+        assert proc.returncode == 2
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("crawlfleet demosite: error: ") and needle in last
