@@ -1,0 +1,90 @@
+"""Bad input to the lab and the playbooks: a wrong inventory stops site.yml in its first play with
+a message naming the variable, before any host is touched; lab.sh refuses what it cannot do."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from labhosts import ROOT, recap, run
+
+pytestmark = pytest.mark.lab
+
+MAIN = "group_vars/all/main.yml"
+VAULT = "group_vars/all/vault.yml"
+HOSTS = "hosts.yml"
+
+
+@pytest.mark.parametrize(
+    ("path", "old", "new", "named"),
+    [
+        (
+            MAIN,
+            'crawlfleet_private_address: "{{ ansible_host }}"\n',
+            "",
+            "'crawlfleet_private_address'",
+        ),
+        (
+            MAIN,
+            'crawlfleet_private_address: "{{ ansible_host }}"',
+            "crawlfleet_private_address: hub",
+            "'crawlfleet_private_address'",
+        ),
+        (MAIN, 'redis_password: "{{ vault_redis_password }}"\n', "", "'redis_password'"),
+        (
+            VAULT,
+            "vault_proxypool_api_key: lab-only-proxypool-key-not-secret",
+            "vault_proxypool_api_key: CHANGE-ME",
+            "'proxypool_api_key'",
+        ),
+        (
+            HOSTS,
+            "    crawlers:\n      hosts:\n        b:\n        c:\n",
+            "    crawlers:\n      hosts: {}\n",
+            "inventory group 'crawlers'",
+        ),
+    ],
+    ids=[
+        "missing-private-address",
+        "bad-private-address",
+        "missing-secret",
+        "placeholder-secret",
+        "no-crawlers",
+    ],
+)
+def test_a_wrong_inventory_stops_site_yml_in_its_first_play(
+    tmp_path: Path, path: str, old: str, new: str, named: str
+) -> None:
+    inventory = tmp_path / "inventory"
+    shutil.copytree(ROOT / "inventory", inventory)
+    edited = inventory / path
+    text = edited.read_text()
+    assert old in text
+    edited.write_text(text.replace(old, new))
+
+    proc = run(["ansible-playbook", "site.yml", "-i", str(inventory)], timeout=300, check=False)
+
+    assert proc.returncode != 0
+    assert named in proc.stdout, proc.stdout[-3000:]
+    assert re.findall(r"^PLAY \[(.*)\]", proc.stdout, re.MULTILINE) == ["Check the inventory"]
+    assert all(count["changed"] == 0 for count in recap(proc.stdout).values())
+
+
+def test_the_example_inventory_asks_for_its_secrets_first() -> None:
+    # Its vault holds CHANGE-ME placeholders: the check stops the run before any host is contacted.
+    proc = run(["ansible-playbook", "site.yml", "-i", "ansible/inventory.example"], check=False)
+    assert proc.returncode != 0
+    assert "'redis_password' is missing, empty or still CHANGE-ME" in proc.stdout, proc.stdout
+    assert "UNREACHABLE" not in proc.stdout
+
+
+def test_lab_sh_says_what_it_needs() -> None:
+    proc = run(["scripts/lab.sh", "sideways"], check=False)
+    assert proc.returncode == 2 and "usage:" in proc.stderr
+    unprivileged = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    for script in ("scripts/lab.sh status", "scripts/dockerd.sh"):
+        proc = run([*unprivileged, *script.split()], check=False)
+        assert proc.returncode == 1, proc
+        assert "needs root" in proc.stderr
