@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(
-  redis-server docker.io iptables debootstrap nftables tinyproxy
+  redis-server rabbitmq-server docker.io iptables debootstrap nftables tinyproxy
   openssh-client sshpass rsync curl ca-certificates make git
   chromium chromium-driver
 )
@@ -32,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ] || [ -n "${vagrant_missing:-}" ]; then
   [ -z "${vagrant_missing:-}" ] || apt-get install -y -qq --no-install-recommends vagrant >/dev/null
 fi
 # Debian starts these on install; our tests start their own instances on free ports.
-for svc in redis-server tinyproxy; do
+for svc in redis-server rabbitmq-server tinyproxy; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
 done
 

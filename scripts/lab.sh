@@ -43,15 +43,22 @@ read_states() {
 docker_lab_containers() { docker ps -aq --filter "label=$LABEL"; }
 
 # Containers carrying our names but made by another checkout, or ours but no longer known to
-# Vagrant (its .vagrant/ directory was lost): the first stop us, the second are removed.
+# Vagrant (its .vagrant/ directory was lost): another checkout's running lab stops us; stopped
+# ones (what a killed dockerd leaves behind) and our own unknown ones are removed.
 clear_strays() {
-  local machine id label known
+  local machine id label known running
   for machine in "${!STATE[@]}"; do
     id=$(docker ps -aq --filter "name=^crawlfleet-$machine\$")
     [ -n "$id" ] || continue
     label=$(docker inspect -f '{{ index .Config.Labels "crawlfleet.lab" }}' "$id")
+    running=$(docker inspect -f '{{ .State.Running }}' "$id")
+    if [ "$label" != "$ROOT" ] && [ "$running" = true ]; then
+      die "container crawlfleet-$machine belongs to the running lab of ${label:-another project}; run 'make lab-down' there first"
+    fi
     if [ "$label" != "$ROOT" ]; then
-      die "container crawlfleet-$machine belongs to the lab of ${label:-another project}; run 'make lab-down' there first"
+      say "removing stopped container crawlfleet-$machine left behind by the lab of ${label:-another project}"
+      docker rm -f "$id" >/dev/null
+      continue
     fi
     known=$(cat ".vagrant/machines/$machine/$PROVIDER/id" 2>/dev/null || true)
     if [ "${known:0:12}" != "${id:0:12}" ]; then

@@ -138,10 +138,12 @@ class FrontierConfig:
         queue_class = load_class(
             "SCHEDULER_QUEUE_CLASS", settings.get("SCHEDULER_QUEUE_CLASS") or DEFAULT_QUEUE_CLASS
         )
-        if not issubclass(queue_class, RedisQueue):
+        # a queue outside Redis names the scheduler that drives it (crawlfleet.frontier.rabbitmq)
+        if not issubclass(queue_class, RedisQueue) and not hasattr(queue_class, "scheduler_path"):
             raise FrontierConfigError(
                 f"SCHEDULER_QUEUE_CLASS must be one of crawlfleet.frontier.queues.FifoQueue, "
-                f"LifoQueue or PriorityQueue, got {settings.get('SCHEDULER_QUEUE_CLASS')!r}"
+                f"LifoQueue, PriorityQueue or crawlfleet.frontier.rabbitmq.PriorityQueue, "
+                f"got {settings.get('SCHEDULER_QUEUE_CLASS')!r}"
             )
         serializer = str(settings.get("SCHEDULER_SERIALIZER") or "msgpack")
         if serializer not in SERIALIZERS:

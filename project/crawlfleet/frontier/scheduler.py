@@ -159,6 +159,12 @@ class Scheduler(BaseScheduler):
         name = spider.name if spider is not None else getattr(crawler.spidercls, "name", "")
         try:
             config = FrontierConfig.from_settings(crawler.settings, name)
+            delegate = getattr(config.queue_class, "scheduler_path", None)
+            if delegate:
+                # a queue outside Redis brings its own scheduler (RabbitMQ); Scrapy needs only
+                # the scheduler interface
+                other: Any = load_class("SCHEDULER_QUEUE_CLASS", delegate)
+                return other.build(crawler, config)
             client = redis_from_settings(crawler.settings)
             queue = config.queue_class(client, config.queue_key)
             problem = queue.type_error()

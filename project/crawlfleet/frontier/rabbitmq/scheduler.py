@@ -1,0 +1,502 @@
+"""The frontier scheduler for a RabbitMQ queue: manual acks instead of Redis leases.
+
+``crawlfleet.frontier.scheduler.Scheduler`` hands over to this class when
+``SCHEDULER_QUEUE_CLASS`` is :class:`crawlfleet.frontier.rabbitmq.PriorityQueue`. A delivery is
+acknowledged when the engine is done with its request (the same point the Redis scheduler acks a
+lease: the request left ``engine._slot.inprogress``), and only after the requests its page
+produced were committed to the broker; a worker that dies holds unacknowledged deliveries, which
+the broker gives to the others. Duplicates are filtered in Redis first (see
+:mod:`crawlfleet.frontier.rabbitmq.coord`), then the request is published.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy import Request, Spider, signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import DontCloseSpider
+from twisted.internet.task import LoopingCall
+
+from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, redis_from_settings
+from crawlfleet.frontier.dupefilter import RedisDupeFilter
+from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, failed_entry, unwrap
+from crawlfleet.frontier.rabbitmq import coord
+from crawlfleet.frontier.rabbitmq.client import Delivery
+from crawlfleet.frontier.rabbitmq.queue import PriorityQueue
+from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
+from crawlfleet.redisconn import RedisConfigError
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+_ERROR_LOG_INTERVAL = 10.0
+
+
+class Scheduler(BaseScheduler):
+    """Built by ``crawlfleet.frontier.scheduler.Scheduler.from_crawler`` for RabbitMQ queues."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: FrontierConfig,
+        client: redis.Redis,
+        queue: PriorityQueue,
+        dupefilter: RedisDupeFilter,
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.client = client
+        self.queue = queue
+        self.df = dupefilter
+        self.stats = crawler.stats
+        self.worker = config.worker_id
+        self.prefix = config.spider
+        self._args = [
+            self.prefix,
+            self.worker,
+            str(int((config.lease_timeout - config.heartbeat_interval) * 1000)),
+        ]
+        df_lua = dupefilter.LUA_CHECK_AND_ADD
+        self._enqueue = client.register_script(coord.build(df_lua, coord.ENQUEUE))
+        self._sync_script = client.register_script(coord.build(df_lua, coord.SYNC))
+        self.spider: Spider | None = None
+        self.codec: RequestCodec | None = None
+        self._buffer: deque[Lease] = deque()
+        self._inflight: dict[int, Lease] = {}
+        # publishes not committed yet: (broker sequence number, outbox id)
+        self._unconfirmed: deque[tuple[int, str]] = deque()
+        self._committed: list[str] = []
+        self._fails: list[str] = []
+        self._dead: list[str] = []
+        self._to_ack: list[Delivery] = []  # acked once their failed/dead entries are stored
+        self._pending: list[tuple[list[Any], Request]] = []
+        self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        self._outbox_seq = 0
+        self._seeding = False
+        self._seed_release = False
+        self._seed_released = False
+        self._others_busy = 0
+        self._cluster_seeding = ""
+        self._paused = False
+        self._unsent = 0
+        self._idle_since: float | None = None
+        self._last_error_log = 0.0
+        self._loops: list[LoopingCall] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+        spider = crawler.spider
+        name = spider.name if spider is not None else getattr(crawler.spidercls, "name", "")
+        try:
+            return cls.build(crawler, FrontierConfig.from_settings(crawler.settings, name))
+        except (FrontierConfigError, RedisConfigError) as exc:
+            # Scrapy follows this with its own tracebacks; this line is the one to read.
+            logger.critical("Frontier cannot start: %s", exc)
+            raise
+
+    @classmethod
+    def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
+        """Connect to Redis and RabbitMQ (errors are one-line ``FrontierConfigError``s)."""
+        from crawlfleet.frontier.scheduler import build_dupefilter
+
+        client = redis_from_settings(crawler.settings)
+        queue = PriorityQueue.from_settings(
+            crawler.settings,
+            config.queue_key,
+            prefetch=crawler.settings.getint("CONCURRENT_REQUESTS", 16),
+            flush=config.flush_on_start,
+            count_interval=config.idle_poll_interval,
+        )
+        dupefilter = build_dupefilter(crawler)
+        queue.open()
+        return cls(crawler, config, client, queue, dupefilter)
+
+    # -- Scrapy's scheduler interface ---------------------------------------------------------
+
+    def open(self, spider: Spider) -> None:
+        self._check_engine()
+        self.spider = spider
+        self.codec = RequestCodec(spider, self.config.serializer)
+        if self.config.flush_on_start:
+            # the queue itself was deleted and re-declared when it was opened
+            self.df.clear()
+            self.client.delete(f"{self.prefix}:seeding")
+        self.df.open()
+        self._sync("claim")
+        self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+        for interval, func in (
+            (self.config.heartbeat_interval, self._heartbeat),
+            (self.config.idle_poll_interval, self._poll),
+        ):
+            loop = LoopingCall(func)
+            loop.start(interval, now=False)
+            self._loops.append(loop)
+        logger.info(
+            "Frontier worker %s joined %s on RabbitMQ %s (queue %r, %d ready), %s start requests",
+            self.worker,
+            self.prefix,
+            self.queue.client.masked_url,
+            self.queue.key,
+            self.queue.client.message_count,
+            "running the" if self._seeding else "skipping the",
+            extra={"spider": spider},
+        )
+
+    def close(self, reason: str) -> None:
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        self._loops.clear()
+        self._collect_finished()
+        # Failed and dead-letter entries stored in Redis first: their acks then go out below.
+        self._sync("sync")
+        # Whatever is buffered goes back to the broker now; acks and publishes are committed.
+        while self._buffer:
+            lease = self._buffer.popleft()
+            self.queue.nack(lease.extra["delivery"])
+        self.queue.close(timeout=max(5.0, self.config.heartbeat_interval))
+        self._confirmations()
+        self._sync("release")
+        self.df.close(reason)
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer or self._pending or self.queue.client.deliveries) or self._busy()
+
+    def enqueue_request(self, request: Request) -> bool:
+        if request.meta.get("is_start_request") and not self._seeding:
+            self.stats.inc_value("scheduler/start_skipped")
+            return False
+        stored = unwrap(request)
+        check = ("", b"") if stored.dont_filter else self.df.script_item(stored)
+        if check in self._seen:
+            self._seen.move_to_end(check)
+            assert self.spider is not None
+            self.df.log(request, self.spider)
+            return False
+        item = self._item(stored, check)
+        if item is None:
+            return False
+        self._pending.append((item, request))
+        results = self._flush_pending()
+        if results is None:
+            return True  # kept; checked and published when Redis answers again
+        return results[-1] == 1
+
+    def next_request(self) -> Request | None:
+        self._collect_finished()
+        self._check_seeding_done()
+        if self._paused:
+            return None
+        while self._buffer and not self.queue.valid(self._buffer[0].extra["delivery"]):
+            # its connection was lost: the broker has put the message back already
+            self._buffer.popleft()
+        if not self._buffer:
+            self._take()
+        if not self._buffer:
+            return None
+        lease = self._buffer.popleft()
+        request = lease.request
+        assert request is not None
+        request.errback = FailureTap(lease, request.errback)
+        self._inflight[id(request)] = lease
+        self.stats.inc_value("scheduler/dequeued/rabbitmq")
+        self.stats.inc_value("scheduler/dequeued")
+        return request
+
+    def __len__(self) -> int:
+        """Requests waiting: this worker's buffered ones plus the broker's count as last seen."""
+        return (
+            len(self._buffer) + len(self.queue.client.deliveries) + self.queue.client.message_count
+        )
+
+    # -- enqueue ------------------------------------------------------------------------------
+
+    def _item(self, request: Request, check: tuple[str, bytes]) -> list[Any] | None:
+        assert self.codec is not None
+        try:
+            payload = self.codec.encode(request)
+        except EncodeError as exc:
+            logger.error(
+                "Cannot store %s in the frontier (%s); it goes to the dead-letter list",
+                request,
+                exc,
+                extra={"spider": self.spider},
+            )
+            self.stats.inc_value("scheduler/deadletter")
+            raw = f"{request.method} {request.url} meta={sorted(request.meta)}".encode()
+            self._dead.append(dead_entry(raw, f"unserializable: {exc}", self.worker, "enqueue"))
+            return None
+        self._outbox_seq += 1
+        entry = b"%d|" % request.priority + payload
+        return [check[0], check[1], f"{self.worker}:{self._outbox_seq}", entry]
+
+    def _flush_pending(self) -> list[int] | None:
+        """Duplicate check + outbox in Redis (one round trip), then publish the new ones."""
+        if not self._pending:
+            return []
+        args: list[Any] = [*self._args]
+        for item, _ in self._pending:
+            args.extend(item)
+        try:
+            results = [int(r) for r in self._enqueue(keys=[], args=args)]
+        except redis.RedisError as exc:
+            self._redis_error("enqueue", exc)
+            return None
+        pending, self._pending = self._pending, []
+        assert self.spider is not None
+        for (item, request), result in zip(pending, results, strict=True):
+            if item[0]:
+                self._remember((item[0], item[1]))
+            if result == 1:
+                self._publish(item[2], item[3])
+                self.stats.inc_value("scheduler/enqueued/rabbitmq")
+                self.stats.inc_value("scheduler/enqueued")
+            else:
+                self.df.log(request, self.spider)
+        return results
+
+    def _publish(self, outbox_id: str, entry: bytes) -> None:
+        bar = entry.index(b"|")
+        seq = self.queue.push(entry[bar + 1 :], int(entry[:bar]))
+        self._unconfirmed.append((seq, outbox_id))
+
+    def _remember(self, seen_key: tuple[str, bytes]) -> None:
+        if self.config.seen_cache:
+            self._seen[seen_key] = None
+            if len(self._seen) > self.config.seen_cache:
+                self._seen.popitem(last=False)
+
+    def _confirmations(self) -> None:
+        confirmed = self.queue.client.confirmed
+        while self._unconfirmed and self._unconfirmed[0][0] <= confirmed:
+            self._committed.append(self._unconfirmed.popleft()[1])
+
+    # -- deliveries and acks ------------------------------------------------------------------
+
+    def _take(self) -> None:
+        assert self.codec is not None
+        while len(self._buffer) < self.config.prefetch:
+            delivery = self.queue.pop()
+            if delivery is None:
+                return
+            try:
+                request = self.codec.decode(delivery.body)
+            except DecodeError as exc:
+                logger.warning(
+                    "Frontier message moved to the dead-letter list: %s",
+                    exc,
+                    extra={"spider": self.spider},
+                )
+                self.stats.inc_value("scheduler/deadletter")
+                self._dead.append(dead_entry(delivery.body, str(exc), self.worker, "queue"))
+                self._to_ack.append(delivery)
+                continue
+            request.meta.pop("is_start_request", None)
+            lease = Lease(str(delivery.tag), delivery.body, request, extra={"delivery": delivery})
+            self._buffer.append(lease)
+
+    def _collect_finished(self) -> None:
+        """Ack deliveries whose requests the engine has finished with (after their children)."""
+        if not self._inflight:
+            return
+        slot = getattr(self._engine(), "_slot", None)
+        inprogress = getattr(slot, "inprogress", None)
+        if inprogress is None:
+            inprogress = set()
+        done = [k for k, lease in self._inflight.items() if lease.request not in inprogress]
+        if not done:
+            return
+        # Children first: the enqueues a page produced reach the outbox and the publish list
+        # before its ack, so the broker commits them before (or with) the ack.
+        if self._pending and self._flush_pending() is None:
+            return
+        for key in done:
+            lease = self._inflight.pop(key)
+            delivery: Delivery = lease.extra["delivery"]
+            if lease.failure is not None:
+                self._fails.append(failed_entry(lease, self.worker))
+                self._to_ack.append(delivery)
+            else:
+                self.queue.ack(delivery)
+                self.stats.inc_value("scheduler/acked")
+
+    def _held(self) -> int:
+        return len(self._buffer) + len(self._inflight) + len(self.queue.client.deliveries)
+
+    # -- Redis coordination -------------------------------------------------------------------
+
+    def _sync(self, mode: str) -> bool:
+        """One Redis round trip: heartbeat, outbox bookkeeping, failed/dead entries, status."""
+        self._confirmations()
+        if self._pending and self._flush_pending() is None:
+            return False
+        committed, fails, dead = self._committed, self._fails, self._dead
+        release_seed = self._seed_release and not self._seed_released
+        queued = self.queue.client.message_count if mode == "claim" else 0
+        args = [
+            *self._args,
+            mode,
+            str(self._held()),
+            str(queued),
+            "1" if release_seed else "0",
+            str(len(committed)),
+            str(len(fails)),
+            str(len(dead)),
+            *committed,
+            *fails,
+            *dead,
+        ]
+        try:
+            claimed, adopted, others_busy, seeding, paused, unsent = self._sync_script(
+                keys=[], args=args
+            )
+        except redis.RedisError as exc:
+            if mode == "claim":
+                raise FrontierConfigError(f"Redis at {self.config.masked_url}: {exc}") from None
+            self._redis_error(mode, exc)
+            return False
+        self._committed, self._fails, self._dead = [], [], []
+        for delivery in self._to_ack:
+            self.queue.ack(delivery)
+        self._to_ack = []
+        if release_seed:
+            self._seed_released = True
+        if mode == "claim":
+            self._seeding = bool(int(claimed))
+        for i in range(0, len(adopted), 2):
+            self._publish(adopted[i].decode(), bytes(adopted[i + 1]))
+        if adopted:
+            logger.info(
+                "Frontier worker %s republished %d requests a dead worker had not published",
+                self.worker,
+                len(adopted) // 2,
+                extra={"spider": self.spider},
+            )
+            self.stats.inc_value("scheduler/republished", len(adopted) // 2)
+        self._others_busy = int(others_busy)
+        self._cluster_seeding = seeding.decode() if isinstance(seeding, bytes) else str(seeding)
+        self._paused = bool(int(paused))
+        self._unsent = int(unsent)
+        return True
+
+    def _busy(self) -> bool:
+        """Whether anything anywhere may still produce or hold requests (besides our buffer)."""
+        client = self.queue.client
+        return bool(
+            client.message_count
+            or client.deliveries
+            or not client.published_all()
+            or client.pending()
+            or self._others_busy
+            or self._unsent
+            or self._cluster_seeding not in ("", self.worker)
+            or self._paused
+            or not client.connected.is_set()
+        )
+
+    # -- engine internals, as the Redis scheduler uses them ------------------------------------
+
+    def _engine(self) -> Any:
+        try:
+            return self.crawler.engine
+        except RuntimeError:
+            return None
+
+    def _check_engine(self) -> None:
+        engine = self._engine()
+        if engine is None:
+            return
+        slot = getattr(engine, "_slot", None)
+        if not (
+            isinstance(getattr(slot, "inprogress", None), set)
+            and hasattr(slot, "nextcall")
+            and hasattr(engine, "_start")
+        ):
+            raise FrontierConfigError(
+                "this Scrapy engine has no _slot.inprogress/_slot.nextcall/_start; the frontier "
+                "scheduler needs Scrapy 2.19 (pinned in crawlfleet's dependencies)"
+            )
+
+    def _check_seeding_done(self) -> None:
+        engine = self._engine()
+        if self._seeding and not self._seed_released and getattr(engine, "_start", None) is None:
+            self._seed_release = True
+
+    # -- timers and signals -------------------------------------------------------------------
+
+    def _heartbeat(self) -> None:
+        if self.queue.client.fatal is not None:
+            logger.error("Frontier RabbitMQ: %s", self.queue.client.fatal)
+        elif not self.queue.client.connected.is_set():
+            self._broker_down()
+
+    def _poll(self) -> None:
+        """Every SCHEDULER_IDLE_POLL_INTERVAL: ack what finished, sync, wake the engine."""
+        self._collect_finished()
+        self._check_seeding_done()
+        self._sync("sync")
+        if self._buffer and not self._paused:
+            return
+        slot = getattr(self._engine(), "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None and (self.queue.client.deliveries or not self._paused):
+            nextcall.schedule()
+
+    def _on_idle(self, spider: Spider) -> None:
+        """Close only when the whole cluster looked idle for long enough (see docs/rabbitmq.md)."""
+        self._collect_finished()
+        self._check_seeding_done()
+        synced = self._sync("sync")
+        if (
+            not synced
+            or self._buffer
+            or self._inflight
+            or self._pending
+            or self._to_ack
+            or self._busy()
+        ):
+            self._idle_since = None
+            raise DontCloseSpider
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+        # Other workers report what they hold once per poll interval: wait a few of those, so a
+        # message that was just delivered to someone else is seen before this worker leaves.
+        needed = max(self.config.idle_before_close, 5 * self.config.idle_poll_interval)
+        if now - self._idle_since < needed:
+            raise DontCloseSpider
+        logger.info(
+            "Frontier %s: nothing queued or held anywhere; closing",
+            self.prefix,
+            extra={"spider": spider},
+        )
+
+    def _broker_down(self) -> None:
+        now = time.monotonic()
+        if now - self._last_error_log >= _ERROR_LOG_INTERVAL:
+            self._last_error_log = now
+            logger.warning(
+                "Frontier RabbitMQ at %s unreachable (%s); reconnecting, nothing is lost",
+                self.queue.client.masked_url,
+                self.queue.client.error,
+                extra={"spider": self.spider},
+            )
+
+    def _redis_error(self, what: str, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._last_error_log >= _ERROR_LOG_INTERVAL:
+            self._last_error_log = now
+            logger.warning(
+                "Frontier Redis %s failed at %s (%s); retrying, nothing is lost",
+                what,
+                self.config.masked_url,
+                exc,
+                extra={"spider": self.spider},
+            )
