@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(
   redis-server rabbitmq-server docker.io iptables debootstrap nftables tinyproxy
-  openssh-client sshpass rsync curl ca-certificates make git
+  openssh-client sshpass rsync curl ca-certificates make git python3-venv
   chromium chromium-driver
 )
 
