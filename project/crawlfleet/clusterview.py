@@ -5,7 +5,7 @@ always agree. Per spider it costs two pipelined round trips (fixed keys and the 
 per-worker keys), plus two for the Bloom filter; spiders are discovered with a bounded ``SCAN``
 for the ``<spider>:frontier`` hashes every worker writes at start (never ``KEYS``).
 
-Where the numbers come from (keys in docs/frontier.md and docs/operators.md):
+Where the numbers come from (keys in the README (frontier, operators sections)):
 
 * frontier keys: queue, leases, worker registry and heartbeats, cluster and per-worker counters,
   failed and dead-letter lists, start URLs, the seeding flag;
@@ -45,7 +45,7 @@ HISTORY = 3600.0
 RATE_SAMPLES = 200
 POOL_TIMEOUT = 2.0
 
-# Frontier counters reported per spider and per worker (docs/frontier.md, <spider>:stats).
+# Frontier counters reported per spider and per worker (README, frontier section, <spider>:stats).
 FRONTIER_COUNTERS = (
     "scheduler/enqueued",
     "scheduler/dequeued",

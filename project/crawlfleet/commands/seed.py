@@ -3,7 +3,7 @@
 Entries go to the spider's start-URL key (``<spider>:start_urls`` unless the workers recorded
 another in ``<spider>:frontier``), which running workers consume while crawling. An entry is a
 plain ``http(s)://`` URL or a JSON object ``{"url": …, "meta", "method", "body", "headers",
-"priority", "dont_filter", "callback"}`` as docs/frontier.md describes. Every entry is checked
+"priority", "dont_filter", "callback"}`` (README, frontier section). Every entry is checked
 before anything is written: one malformed line stops the command (status 2) with its line number,
 and nothing is added.
 """

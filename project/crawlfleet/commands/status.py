@@ -4,7 +4,7 @@ Per spider: queued, leased (per worker), acknowledged, failed, dead letters, ite
 minute per worker over the last minute, Bloom filter fill and estimated false-positive rate,
 pool sizes, live workers with their heartbeat age. ``--watch`` redraws in place (rich) with a
 progress bar toward the spider's known total; ``--json`` prints the documented, stable schema
-(docs/operators.md), one object per snapshot.
+(README, operators section), one object per snapshot.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from crawlfleet.commands.opsargs import (
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("status", help="queues, workers, rates and pools of every crawl")
     p.add_argument("spider", nargs="?", help="only this spider (default: every spider found)")
-    p.add_argument("--json", action="store_true", help="print JSON (schema in docs/operators.md)")
+    p.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
     p.add_argument("--watch", action="store_true", help="redraw every --interval seconds")
     p.add_argument(
         "--interval", type=float, default=2.0, help="seconds between redraws (default 2)"

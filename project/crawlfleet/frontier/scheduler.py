@@ -3,7 +3,7 @@
 Every worker process of a crawl runs one :class:`Scheduler`. Requests are de-duplicated and pushed
 in one atomic round trip; pops lease a small batch to this worker (``SCHEDULER_PREFETCH``) and
 acknowledge the previous batch in the same round trip; a heartbeat keeps the leases alive and
-returns dead workers' leases to the queue. See docs/frontier.md for settings and Redis keys.
+returns dead workers' leases to the queue. Settings and Redis keys: README, frontier section.
 """
 
 from __future__ import annotations

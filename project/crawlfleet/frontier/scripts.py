@@ -8,7 +8,7 @@ lease deadlines use the Redis server's clock, so workers' clocks may disagree.
 
 Every script receives ``KEYS = {queue, seq, start_urls}`` and
 ``ARGV = {prefix, worker, lease_ms, start_urls_is_set, ...}``. Per-worker keys are derived from
-the prefix (``<spider>``); see docs/frontier.md for the key layout. Reaping touches other
+the prefix (``<spider>``); key layout: README, frontier section. Reaping touches other
 workers' lease keys, so the frontier needs a single Redis (or one Cluster shard), not a cluster.
 """
 

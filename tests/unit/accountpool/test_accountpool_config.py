@@ -149,7 +149,7 @@ def test_main_exit_codes_and_one_line_errors(
 def test_docs_list_every_setting() -> None:
     from crawlfleet.accountpool.config import OPTIONS
 
-    docs = (Path(__file__).resolve().parents[3] / "docs" / "accountpool.md").read_text()
+    docs = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     for option in OPTIONS.values():
         default = f"`{option.default}`" if option.default else "(unset)"
         assert f"| `{option.flag}` | `{option.env}` | {default} |" in docs, option.flag

@@ -450,7 +450,7 @@ class Scheduler(BaseScheduler):
             nextcall.schedule()
 
     def _on_idle(self, spider: Spider) -> None:
-        """Close only when the whole cluster looked idle for long enough (see docs/rabbitmq.md)."""
+        """Close only when the whole cluster looked idle for long enough (README, RabbitMQ)."""
         self._collect_finished()
         self._check_seeding_done()
         synced = self._sync("sync")
