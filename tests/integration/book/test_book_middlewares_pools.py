@@ -100,7 +100,7 @@ def test_requests_wait_for_a_proxy_pool_that_is_down(lab: Lab) -> None:
         assert lab.proxypool is not None
         await asyncio.to_thread(lab.proxypool.stop)
         errors = stat(mw, "proxy/pool/error")
-        await asyncio.sleep(0.3)  # the batch is stale now
+        await asyncio.sleep(1.2)  # stale now: past the refresh interval and the 1 s refetch floor
         for _ in range(3):
             await asyncio.wait_for(mw.process_request(Request(f"{site}/ip")), 1)
             await asyncio.sleep(0.1)
