@@ -101,7 +101,8 @@ def test_revoked_tokens_a_dead_proxy_and_stopped_pools_lose_nothing(fresh_crawl:
     assert number(stats, "auth/pool/fetched") >= 3
     assert number(stats, "auth/pool/error") >= 1
     assert number(stats, "auth/backoff/count") >= 1
-    assert number(stats, "proxy/pool/error") >= 1
+    # Whether the proxy middleware asked its pool during the 3 s outage depends on timing (requests
+    # may all be waiting for a token meanwhile); test_book_middlewares_pools covers that wait.
     assert number(stats, "proxy/failed") >= 1
     assert number(stats, "proxy/report/failed") >= 1
     assert "httperror/response_ignored_count" not in stats  # no 401 reached the spider
