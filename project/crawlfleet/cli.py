@@ -20,7 +20,16 @@ SERVICES = {
 }
 
 # Operator commands: modules in crawlfleet.commands exposing add_parser(subparsers) and run(args).
-COMMANDS: list[str] = ["export", "requeue_failed", "bloom_info", "status", "seed", "pause", "purge"]
+COMMANDS: list[str] = [
+    "export",
+    "requeue_failed",
+    "bloom_info",
+    "status",
+    "seed",
+    "pause",
+    "purge",
+    "check",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,12 +11,15 @@ import sys
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from crawlfleet.clusterview import PoolConfig
 from crawlfleet.redisconn import check_connection, get_redis
 
-# Operator commands are short-lived: fail fast on an unreachable hub instead of hanging.
-REDIS_PARAMS = {"socket_timeout": 10, "socket_connect_timeout": 5}
+# Operator commands are short-lived: fail fast on an unreachable hub instead of hanging (redis-py
+# would otherwise retry a dead connection several times with back-off).
+REDIS_PARAMS = {"socket_timeout": 10, "socket_connect_timeout": 5, "retry": Retry(NoBackoff(), 0)}
 
 
 class UsageError(ValueError):

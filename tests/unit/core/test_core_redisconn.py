@@ -10,6 +10,9 @@ from crawlfleet.redisconn import RedisConfigError, get_redis, mask_url
         ("redis://:s3cret@hub:6379/0", "redis://:***@hub:6379/0"),
         ("redis://user:s3cret@hub/2", "redis://user:***@hub/2"),
         ("redis://hub:6379/0", "redis://hub:6379/0"),
+        # A port that is not a number still gets the password masked (no ValueError).
+        ("redis://:s3cret@hub:abc/0", "redis://:***@hub:abc/0"),
+        ("redis://:p@ss@[::1]:6379/0", "redis://:***@[::1]:6379/0"),
     ],
 )
 def test_mask_url_hides_only_the_password(url: str, masked: str) -> None:
