@@ -273,7 +273,8 @@ class BrokerClient:
             if exc.reply_code == PRECONDITION_FAILED:
                 raise BrokerConfigError(
                     f"RabbitMQ queue {spec.name!r} exists with another declaration "
-                    f"({exc.reply_text}); delete it (rabbitmqctl delete_queue {spec.name!r}) or "
+                    f"({exc.reply_text}); delete it (rabbitmqctl delete_queue --vhost "
+                    f"{self.params.virtual_host!r} {spec.name!r}) or "
                     f"set SCHEDULER_FLUSH_ON_START = True to re-declare it (its messages are lost)"
                 ) from None
             if exc.reply_code == ACCESS_REFUSED:
