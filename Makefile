@@ -7,7 +7,7 @@ PYTEST := $(VENV)/bin/pytest
 export PATH := $(CURDIR)/$(VENV)/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help install lint unit integration lab test demo bench lab-up lab-down lab-status clean
+.PHONY: help install lint unit integration lab lab-rabbitmq test demo bench lab-up lab-down lab-status clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ integration: install ## real redis-server, real HTTP servers, real crawls on loo
 lab: install ## Docker hosts running systemd, vagrant up, ansible-playbook
 	$(PYTEST) tests/lab
 
+lab-rabbitmq: install ## the lab converged on the RabbitMQ queue backend and back (not in make test)
+	$(PYTEST) -m rabbitmq tests/lab
+
 test: ## everything, in order, stopping at the first failure: lint, unit, integration, lab
 	@scripts/install-deps.sh
 	@scripts/lint.sh
@@ -34,7 +37,7 @@ test: ## everything, in order, stopping at the first failure: lint, unit, integr
 	$(PYTEST) tests/integration
 	$(PYTEST) tests/lab
 
-demo: install ## bring up the three-host lab, provision it, show what runs where
+demo: install ## bring up the lab, provision it with site.yml, crawl the demo site with workers b and c, sum it up
 	@scripts/demo.sh
 
 bench: install ## benchmarks side by side with scrapy-redis; results in results/bench.{json,md}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make demo`: install what is needed, build the lab image if missing, bring the three-host lab
-# up (or reuse it), provision it with site.yml, and show what runs where. Each step's output goes
-# to .lab/demo.log; the screen gets one line per step, the elapsed times and the summary.
+# `make demo`: install what is needed, build the lab image if missing, bring the lab up (or reuse
+# it), provision it with site.yml, show what runs where, then crawl the demo site with workers b
+# and c (scripts/labcrawl.py: a live line every few seconds, a summary at the end). The setup
+# steps' output goes to .lab/demo.log; the screen gets one line per step, the crawl and the summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PWD/.venv/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
@@ -42,5 +43,14 @@ echo
 echo "site.yml (PLAY RECAP):"
 sed -n '/^PLAY RECAP/,/^$/p' "$LOG" | grep -E '^\S+ +:' | sed 's/^/  /'
 echo
+crawl_start=$SECONDS
+echo "=== the book crawl" >>"$LOG"
+set +e
+python scripts/labcrawl.py demo 2>&1 | tee -a "$LOG"
+status=${PIPESTATUS[0]}
+set -e
+TIMES+=("book crawl: $((SECONDS - crawl_start))s")
+echo
 echo "elapsed: $(IFS=';'; echo "${TIMES[*]}" | sed 's/;/, /g'); total $((SECONDS - begin))s"
-echo "next: make lab-status | vagrant ssh a | ansible all -m ansible.builtin.ping | make lab-down"
+echo "more: make lab-status | vagrant ssh a | ansible all -m ansible.builtin.ping | make lab-down"
+exit "$status"

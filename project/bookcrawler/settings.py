@@ -3,7 +3,8 @@
 The environment (DESIGN.md §3, rendered by Ansible into /etc/crawlfleet/crawler.env):
 ``REDIS_URL``, ``PROXYPOOL_URL``, ``PROXYPOOL_API_KEY``, ``ACCOUNTPOOL_URL``,
 ``ACCOUNTPOOL_API_KEY``, ``BOOK_SITE_URL``. A pool whose URL is empty disables its middleware
-(Scrapy logs "Disabled …: PROXYPOOL_URL is not set").
+(Scrapy logs "Disabled …: PROXYPOOL_URL is not set"). With the inventory's
+``crawler_queue_backend: rabbitmq`` it also has ``SCHEDULER_QUEUE_CLASS`` and ``RABBITMQ_URL``.
 """
 
 import os
@@ -24,6 +25,12 @@ ACCOUNTPOOL_API_KEY = os.environ.get("ACCOUNTPOOL_API_KEY", "")
 SCHEDULER = "crawlfleet.frontier.scheduler.Scheduler"
 DUPEFILTER_CLASS = "crawlfleet.frontier.dupefilter.BloomDupeFilter"
 SCHEDULER_PERSIST = True
+# Where the crawl queue lives: the frontier's defaults (Redis) unless the environment names
+# crawlfleet.frontier.rabbitmq.PriorityQueue and its broker; the duplicate filter stays in Redis.
+SCHEDULER_QUEUE_CLASS = os.environ.get(
+    "SCHEDULER_QUEUE_CLASS", "crawlfleet.frontier.queues.PriorityQueue"
+)
+RABBITMQ_URL = os.environ.get("RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 # Sized for catalogues up to a million requests (about 1.7 MiB in Redis, 0.1 % false positives).
 BLOOMFILTER_CAPACITY = int(os.environ.get("BLOOMFILTER_CAPACITY", "1000000"))
 BLOOMFILTER_ERROR_RATE = 0.001
@@ -36,10 +43,16 @@ DOWNLOADER_MIDDLEWARES = {
 ACCOUNTPOOL_SITE = "demosite"
 
 ITEM_PIPELINES = {"crawlfleet.pipelines.RedisItemsPipeline": 300}
+# Throughput samples and Scrapy stats of each worker on the hub: `crawlfleet status`, the
+# dashboard and its /metrics read them.
+EXTENSIONS = {"crawlfleet.extensions.workerstats.WorkerStats": 500}
 
 # Each proxy is its own download slot (see ProxyMiddleware): these limits are per proxy address.
 CONCURRENT_REQUESTS = int(os.environ.get("CRAWLER_CONCURRENT_REQUESTS", "32"))
 CONCURRENT_REQUESTS_PER_DOMAIN = int(os.environ.get("CRAWLER_CONCURRENT_PER_PROXY", "8"))
+# Seconds between two requests of one worker through one proxy (randomized 0.5x-1.5x, Scrapy's
+# RANDOMIZE_DOWNLOAD_DELAY): keeps each proxy under the target's per-address rate limit.
+DOWNLOAD_DELAY = float(os.environ.get("CRAWLER_DOWNLOAD_DELAY", "0"))
 DOWNLOAD_TIMEOUT = 15
 RETRY_TIMES = 3
 LOG_LEVEL = os.environ.get("CRAWLER_LOG_LEVEL", "INFO")

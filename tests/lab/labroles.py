@@ -15,7 +15,7 @@ from labhosts import ROOT, Lab, run
 HUB = "a"
 WORKER = "b"
 # A lab host outside `crawlers` (the demo site and a forward proxy).
-OUTSIDER = "d"
+OUTSIDER = "web"
 VENV_PYTHON = "/opt/crawlfleet/venv/bin/python"
 CRAWLER_ENV = "/etc/crawlfleet/crawler.env"
 # The services each lab host must run, by the inventory's function groups.
@@ -27,8 +27,8 @@ SERVICES = {
         "crawlfleet-firewall",
         "crawlfleet-dashboard",
     ],
-    "d": ["crawlfleet-demosite", "tinyproxy"],
-    "e": ["tinyproxy"],
+    "web": ["crawlfleet-demosite", "tinyproxy"],
+    "proxy": ["tinyproxy"],
 }
 
 

@@ -1,0 +1,80 @@
+"""Checks of the crawl drills: what the export and the hub's Redis must say after a crawl."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from labcrawl import LabCrawl
+from labhosts import ROOT
+
+from crawlfleet.demosite.catalogue import Catalogue
+from crawlfleet.demosite.config import SiteConfig
+
+EXPORT = "/var/lib/crawlfleet/books.jsonl"
+# CONCURRENT_REQUESTS of the book crawl: at most one more batch of leases per worker process.
+PREFETCH_MARGIN = 32
+
+
+def catalogue_ids() -> set[str]:
+    """The ids the demo site serves, computed as the site does (its size from the inventory)."""
+    lab_vars = yaml.safe_load((ROOT / "inventory/group_vars/lab.yml").read_text())
+    seed = SiteConfig.__dataclass_fields__["seed"].default
+    return set(Catalogue(int(lab_vars["lab_demosite_books"]), seed).ids)
+
+
+def exported_ids(crawl: LabCrawl) -> list[str]:
+    """`crawlfleet export` on a worker, as an operator runs it; the ids of the exported books."""
+    crawl.worker_shell(crawl.reader, f"crawlfleet export {crawl.spider} -o {EXPORT}")
+    out = crawl.ssh(crawl.reader, f"sudo cat {EXPORT}; sudo rm -f {EXPORT}").stdout
+    return [json.loads(line)["id"] for line in out.splitlines() if line.strip()]
+
+
+def assert_complete(crawl: LabCrawl, expected: set[str], in_flight_bound: int = 0) -> None:
+    """Every book exactly once in the export; the stream holds duplicates only up to the bound."""
+    ids = exported_ids(crawl)
+    assert len(ids) == len(set(ids)), Counter(ids).most_common(3)
+    assert set(ids) == expected, (len(expected - set(ids)), len(set(ids) - expected))
+    stream = crawl.item_ids()
+    assert set(stream) == expected
+    assert len(stream) - len(expected) <= in_flight_bound, (len(stream), len(expected))
+    view = crawl.snapshot()
+    assert (view["queued"], view["leased"], view["deadletter"]) == (0, 0, 0), view
+
+
+def in_flight(view: dict[str, Any], *hosts: str) -> int:
+    """Requests the hosts' workers held (leased) in a snapshot, plus one prefetch batch each
+    (leases taken between the snapshot and the disruption)."""
+    rows = [row for row in view["workers"] if row["host"] in hosts and row["alive"]]
+    return sum(row["leased"] for row in rows) + PREFETCH_MARGIN * len(rows)
+
+
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+CLOCK_DROP_IN = "/run/systemd/system/crawler@{spider}-1.service.d/clock.conf"
+
+
+def install_faketime(crawl: LabCrawl, host: str) -> None:
+    """libfaketime on a worker (Debian's faketime), to run a process with a clock of its own."""
+    crawl.ssh(host, "command -v faketime || sudo apt-get install -y -q faketime", timeout=300)
+
+
+@contextlib.contextmanager
+def clock_ahead(crawl: LabCrawl, host: str, offset: str = "+3h") -> Iterator[None]:
+    """crawler@<spider>-1 on `host` runs with its clock `offset` ahead (a runtime drop-in)."""
+    install_faketime(crawl, host)
+    drop_in = CLOCK_DROP_IN.format(spider=crawl.spider)
+    content = f"[Service]\nEnvironment=LD_PRELOAD={FAKETIME_LIB} FAKETIME={offset}\n"
+    crawl.ssh(
+        host,
+        f"sudo mkdir -p {Path(drop_in).parent} && printf '{content}' | sudo tee {drop_in}"
+        " >/dev/null && sudo systemctl daemon-reload",
+    )
+    try:
+        yield
+    finally:
+        crawl.ssh(host, f"sudo rm -f {drop_in} && sudo systemctl daemon-reload")
