@@ -184,16 +184,18 @@ class LabCrawl:
     def systemctl(self, verb: str, hosts: Iterable[str] | None = None) -> None:
         """`systemctl verb crawler@<spider>-1..N` on the given crawler hosts (default: all)."""
         for host in hosts if hosts is not None else self.crawlers:
-            count = int(self.ssh(host, "nproc").stdout.strip() or 1)
-            per_host = self.processes_per_host(count)
-            names = " ".join(f"crawler@{self.spider}-{n}" for n in range(1, per_host + 1))
+            names = " ".join(
+                f"crawler@{self.spider}-{n}" for n in range(1, self.processes_per_host(host) + 1)
+            )
             self.ssh(host, f"sudo systemctl {verb} {names}", timeout=180)
 
-    def processes_per_host(self, cpus: int) -> int:
-        """crawler_processes_per_host as the inventory sets it (the lab sets a number)."""
+    def processes_per_host(self, host: str) -> int:
+        """crawler_processes_per_host as the inventory sets it (the lab: 1), else the CPUs."""
         path = ROOT / "inventory/group_vars/crawlers.yml"
-        value = (yaml.safe_load(path.read_text()) or {}).get("crawler_processes_per_host", cpus)
-        return int(value) if str(value).isdigit() else cpus
+        value = (yaml.safe_load(path.read_text()) or {}).get("crawler_processes_per_host")
+        if str(value).isdigit():
+            return int(value)
+        return int(self.ssh(host, "nproc").stdout.strip() or 1)
 
     def crawl_playbook(self, action: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return run(
@@ -395,10 +397,13 @@ def print_summary(crawl: LabCrawl, view: dict[str, Any], ids: list[str], elapsed
     print("next:")
     print(
         f"  vagrant ssh {crawl.reader} -c \"sudo sh -c 'set -a; . {CRAWLER_ENV}; "
-        f"crawlfleet status --watch'\"   # the operators' view, live"
+        f"{VENV_BIN}/crawlfleet status --watch'\"   # the operators' view, live"
     )
-    print(f'  ssh -L 8060:{hub}:8060 ... # the dashboard (README, "Operators\' view")')
-    print("  ansible-playbook ansible/playbooks/crawl.yml -e crawler_crawl_action=status")
+    print(
+        f"  ssh -i .lab/ssh/vagrant_insecure_key -L 8060:{hub}:8060 vagrant@{hub}   # then "
+        "http://localhost:8060, password: dashboard_api_key (inventory/group_vars/redis.yml)"
+    )
+    print("  ansible-playbook ansible/playbooks/crawl.yml   # the crawl's state")
     print("  make lab-down   # when you are done")
     return 0 if ok else 1
 

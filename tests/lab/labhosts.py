@@ -64,6 +64,17 @@ def recap(output: str) -> dict[str, dict[str, int]]:
     return counts
 
 
+def changed_tasks(output: str) -> list[str]:
+    """`host: task` for every task that reported changed in ansible-playbook output."""
+    found, task = [], ""
+    for line in output.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            task = line.split("[", 1)[1].rsplit("]", 1)[0]
+        elif line.startswith("changed: ["):
+            found.append(f"{line.split('[', 1)[1].split(']', 1)[0]}: {task}")
+    return found
+
+
 @dataclass
 class Lab:
     """The lab's hosts (name -> fixed address) and how long bringing it up took."""

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from labhosts import Lab, recap, run
+from labhosts import Lab, changed_tasks, recap, run
 from labroles import HUB, OUTSIDER, WORKER, host_python, lab_secret, tcp_probe
 
 # Three converges of the whole lab (the first installs rabbitmq-server), after the lab's own
@@ -22,15 +22,18 @@ ERLANG_PORTS = [4369, 25672]
 BACKEND_ENV = ["SCHEDULER_QUEUE_CLASS", "RABBITMQ_URL"]
 
 
-def converge(backend: str | None, timeout: float = 1200) -> dict[str, dict[str, int]]:
-    """site.yml on the whole lab (backend None: the inventory's, redis); fails on any error."""
+def converge(
+    backend: str | None, timeout: float = 1200
+) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """site.yml on the whole lab (backend None: the inventory's, redis); fails on any error.
+    The recap's counts and the tasks that changed."""
     extra = ["-e", f"crawler_queue_backend={backend}"] if backend else []
     proc = run(["ansible-playbook", "site.yml", "-i", "inventory", *extra], timeout=timeout)
     counts = recap(proc.stdout)
     assert counts, proc.stdout[-3000:]
     for host, count in counts.items():
         assert (count["failed"], count["unreachable"]) == (0, 0), (host, count)
-    return counts
+    return counts, changed_tasks(proc.stdout)
 
 
 @pytest.fixture
@@ -98,10 +101,12 @@ def test_the_lab_converges_on_rabbitmq_and_back(rabbitmq_lab: Lab) -> None:
     lab.timings["rabbitmq_converge_s"] = time.monotonic() - start
 
     start = time.monotonic()
-    counts = converge("rabbitmq")
+    counts, changed = converge("rabbitmq")
     lab.timings["rabbitmq_rerun_s"] = time.monotonic() - start
     assert set(counts) == set(lab.hosts)
-    assert {host: count["changed"] for host, count in counts.items()} == dict.fromkeys(counts, 0)
+    assert {host: count["changed"] for host, count in counts.items()} == dict.fromkeys(counts, 0), (
+        changed
+    )
 
     result = host_python(lab, WORKER, PROBE, worker_env=True)
     assert result["queue_class"] == "crawlfleet.frontier.rabbitmq.PriorityQueue"
