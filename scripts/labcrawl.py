@@ -69,12 +69,16 @@ RUNNING_STATES = ("active", "activating", "deactivating", "reloading")
 
 
 def lab_env() -> dict[str, str]:
+    """The environment of lab commands: Debian's docker client before /usr/local/bin's newer
+    one, the venv's ansible, this checkout's ansible.cfg, plain output, Vagrant's provider."""
     env = dict(os.environ)
     env.update(
         PATH=f"{ROOT / '.venv/bin'}:/usr/sbin:/usr/bin:/sbin:/bin:{env.get('PATH', '')}",
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
         ANSIBLE_NOCOLOR="true",
         ANSIBLE_FORCE_COLOR="false",
+        VAGRANT_CHECKPOINT_DISABLE="1",
+        VAGRANT_DEFAULT_PROVIDER=env.get("LAB_PROVIDER", "docker"),
     )
     return env
 
@@ -88,8 +92,8 @@ def run(
     )
     if check and proc.returncode != 0:
         raise RuntimeError(
-            f"{' '.join(args)} exited {proc.returncode}\n"
-            f"{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
+            f"{' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n"
+            f"--- stderr\n{proc.stderr[-3000:]}"
         )
     return proc
 

@@ -8,15 +8,16 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from labhosts import ROOT, TIMINGS, Lab, lab_hosts, leftovers, recap, run
 
 # scripts/labcrawl.py drives crawls for `make demo`, these tests and the lab benchmark.
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from labchecks import catalogue_ids as read_catalogue_ids
 from labcrawl import LabCrawl
+from labhosts import TIMINGS, Lab, lab_hosts, leftovers, recap, run
 
 # The lab is one shared state: tests that only look come first, crawl drills next, and adding a
 # machine (which changes the inventory) last.

@@ -7,6 +7,7 @@ import ipaddress
 import os
 import re
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,39 +15,16 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+# scripts/labcrawl.py drives crawls for `make demo`, these tests and the lab benchmark; its
+# run() is the one way lab commands run.
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from labcrawl import run  # noqa: E402
+
 LAB_NETWORK = ipaddress.ip_network("172.30.0.0/24")
 KEY = ROOT / ".lab/ssh/vagrant_insecure_key"
 TIMINGS = ROOT / ".lab/lab-times.json"
 RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>ok=.*)$")
-
-
-def lab_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        # Debian's docker client before /usr/local/bin's newer one; the venv for ansible.
-        PATH=f"{ROOT / '.venv/bin'}:/usr/sbin:/usr/bin:/sbin:/bin:{env.get('PATH', '')}",
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_FORCE_COLOR="false",
-        ANSIBLE_NOCOLOR="true",
-        VAGRANT_CHECKPOINT_DISABLE="1",
-        VAGRANT_DEFAULT_PROVIDER="docker",
-    )
-    return env
-
-
-def run(
-    args: list[str], timeout: float = 600, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """Run a command from the repository root; on failure the error carries its output."""
-    proc = subprocess.run(
-        args, cwd=ROOT, env=lab_env(), capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n"
-            f"--- stderr\n{proc.stderr[-3000:]}"
-        )
-    return proc
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:
