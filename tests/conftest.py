@@ -7,10 +7,24 @@ from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
+
 
 from redis_server import RedisServer, free_port, start_redis
 
 __all__ = ["RedisServer", "free_port", "start_redis"]
+
+# Property-based (fuzz) tests: a bounded budget in `make test` ("ci", the default) and a larger one
+# in `make fuzz` (`--hypothesis-profile=fuzz`). No deadline: these machines are shared and noisy,
+# and a slow example is not a failure; a hang is caught by pytest-timeout.
+_FUZZ_SUPPRESS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+settings.register_profile(
+    "ci", max_examples=150, deadline=None, suppress_health_check=_FUZZ_SUPPRESS, derandomize=True
+)
+settings.register_profile(
+    "fuzz", max_examples=5000, deadline=None, suppress_health_check=_FUZZ_SUPPRESS
+)
+settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
