@@ -38,6 +38,7 @@ from crawlfleet.frontier.queues import RedisQueue
 from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
 from crawlfleet.redisconn import RedisConfigError
+from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -157,20 +158,28 @@ class Scheduler(BaseScheduler):
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
         spider = crawler.spider
         name = spider.name if spider is not None else getattr(crawler.spidercls, "name", "")
+        if spider is not None:
+            # Built before Scrapy reads spider.start(): a classic start_requests() spider starts.
+            adopt_start_requests(spider)
         try:
             config = FrontierConfig.from_settings(crawler.settings, name)
             delegate = getattr(config.queue_class, "scheduler_path", None)
+            built: Any
             if delegate:
                 # a queue outside Redis brings its own scheduler (RabbitMQ); Scrapy needs only
                 # the scheduler interface
                 other: Any = load_class("SCHEDULER_QUEUE_CLASS", delegate)
-                return other.build(crawler, config)
-            client = redis_from_settings(crawler.settings)
-            queue = config.queue_class(client, config.queue_key)
-            problem = queue.type_error()
-            if problem:
-                raise FrontierConfigError(problem)
-            return cls(crawler, config, client, queue, build_dupefilter(crawler))
+                built = other.build(crawler, config)
+            else:
+                client = redis_from_settings(crawler.settings)
+                queue = config.queue_class(client, config.queue_key)
+                problem = queue.type_error()
+                if problem:
+                    raise FrontierConfigError(problem)
+                built = cls(crawler, config, client, queue, build_dupefilter(crawler))
+            if spider is not None:
+                keep_start_items_if(spider, lambda: bool(built._seeding))
+            return built
         except (FrontierConfigError, RedisConfigError) as exc:
             # Scrapy follows this with its own tracebacks; this line is the one to read.
             logger.critical("Frontier cannot start: %s", exc)

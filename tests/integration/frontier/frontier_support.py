@@ -167,11 +167,18 @@ def frontier_settings(redis_url: str, **extra: object) -> dict[str, object]:
 def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
-    def start(site_url: str, settings: dict[str, object], name: str = "w") -> Worker:
+    def start(
+        site_url: str,
+        settings: dict[str, object],
+        name: str = "w",
+        style: str = "start",
+        pages: int = 0,
+    ) -> Worker:
+        """One worker; ``style`` is how its spider starts (frontier_crawl.py lists them)."""
         index = len(workers)
         out, result = tmp_path / f"{name}{index}.out", tmp_path / f"{name}{index}.json"
         log = tmp_path / f"{name}{index}.log"
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "project")}
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "project"), "SITE_PAGES": str(pages)}
         with log.open("wb") as logf:
             proc = subprocess.Popen(
                 [
@@ -181,6 +188,7 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
                     str(out),
                     str(result),
                     json.dumps(settings),
+                    style,
                 ],
                 stdout=logf,
                 stderr=subprocess.STDOUT,
