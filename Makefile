@@ -7,7 +7,7 @@ PYTEST := $(VENV)/bin/pytest
 export PATH := $(CURDIR)/$(VENV)/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help install lint unit integration lab lab-rabbitmq fuzz test demo bench lab-up lab-down lab-status clean
+.PHONY: help install check lint unit integration lab lab-rabbitmq fuzz test demo bench lab-up lab-down lab-status clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -15,10 +15,16 @@ help: ## list the targets
 install: ## Debian packages + .venv (idempotent)
 	@scripts/install-deps.sh
 
+check: ## the fast first gate, no root and no servers: lint, then the unit tests
+	@scripts/venv.sh
+	@scripts/lint.sh
+	$(PYTEST) -q tests/unit
+
 lint: install ## ruff, mypy, yamllint, ansible-lint (production), syntax-check
 	@scripts/lint.sh
 
-unit: install ## fast tests, no servers
+unit: ## fast tests, no servers (no root either)
+	@scripts/venv.sh
 	$(PYTEST) tests/unit
 
 integration: install ## real redis-server, real HTTP servers, real crawls on loopback
@@ -33,10 +39,9 @@ lab-rabbitmq: install ## the lab converged on the RabbitMQ queue backend and bac
 fuzz: install ## the property-based tests of hostile input with a large budget (make test runs a bounded one)
 	$(PYTEST) -m fuzz --hypothesis-profile=fuzz -p no:cacheprovider tests/unit tests/integration
 
-test: ## everything, in order, stopping at the first failure: lint, unit, integration, lab
+test: ## everything, in order, stopping at the first failure: install, check (lint, unit), integration, lab
 	@scripts/install-deps.sh
-	@scripts/lint.sh
-	$(PYTEST) tests/unit
+	@$(MAKE) --no-print-directory check
 	$(PYTEST) tests/integration
 	$(PYTEST) tests/lab
 

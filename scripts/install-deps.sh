@@ -36,13 +36,5 @@ for svc in redis-server rabbitmq-server tinyproxy; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
 done
 
-PY=${PYTHON:-python3}
-"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "needs Python >= 3.11 ($PY is older)"
-stamp=.venv/.installed
-if [ ! -f "$stamp" ] || [ project/pyproject.toml -nt "$stamp" ]; then
-  [ -x .venv/bin/python ] || "$PY" -m venv .venv
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e 'project[dev]'
-  touch "$stamp"
-fi
+scripts/venv.sh
 echo "install-deps: Debian packages and .venv ready"

@@ -9,7 +9,6 @@ import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
-
 from redis_server import RedisServer, free_port, start_redis
 
 __all__ = ["RedisServer", "free_port", "start_redis"]
