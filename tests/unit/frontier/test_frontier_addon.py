@@ -1,0 +1,98 @@
+"""The Fleet add-on: components and worker environment at add-on priority, the project's win."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from scrapy import Spider
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+
+from crawlfleet.addon import Fleet
+from crawlfleet.extensions.workerstats import WorkerStats
+from crawlfleet.middlewares import AuthorizationMiddleware, ProxyMiddleware
+from crawlfleet.pipelines import RedisItemsPipeline
+
+FLEET_ENV = {
+    "REDIS_URL": "redis://:pw@hub:6379/0",
+    "PROXYPOOL_URL": "http://hub:5555",
+    "PROXYPOOL_API_KEY": "k" * 32,
+    "ACCOUNTPOOL_URL": "http://hub:6777",
+    "ACCOUNTPOOL_API_KEY": "a" * 32,
+}
+
+
+def _applied(project: dict[str, object], environ: dict[str, str]) -> Settings:
+    settings = Settings()
+    settings.setdict(project, priority="project")
+    Fleet(environ).update_settings(settings)
+    return settings
+
+
+def _components(settings: Settings, name: str) -> dict[object, object]:
+    return dict(settings.getdict(name))
+
+
+def test_every_component_from_the_worker_environment() -> None:
+    settings = _applied({}, FLEET_ENV)
+    assert settings["SCHEDULER"] == "crawlfleet.frontier.scheduler.Scheduler"
+    assert settings["DUPEFILTER_CLASS"] == "crawlfleet.frontier.dupefilter.BloomDupeFilter"
+    assert settings.getbool("SCHEDULER_PERSIST") is True
+    assert settings["REDIS_URL"] == FLEET_ENV["REDIS_URL"]
+    assert settings["PROXYPOOL_API_KEY"] == FLEET_ENV["PROXYPOOL_API_KEY"]
+    assert settings.getpriority("REDIS_URL") == 15  # Scrapy's "addon" priority
+    assert _components(settings, "DOWNLOADER_MIDDLEWARES") == {
+        ProxyMiddleware: 740,
+        AuthorizationMiddleware: 745,
+    }
+    assert _components(settings, "ITEM_PIPELINES") == {RedisItemsPipeline: 300}
+    assert _components(settings, "EXTENSIONS") == {WorkerStats: 500}
+
+
+def test_the_projects_explicit_settings_keep_priority() -> None:
+    project = {
+        "REDIS_URL": "redis://127.0.0.1:6390/3",
+        "DUPEFILTER_CLASS": "crawlfleet.frontier.dupefilter.SetDupeFilter",
+        "SCHEDULER_PERSIST": False,
+        "ITEM_PIPELINES": {"crawlfleet.pipelines.RedisItemsPipeline": 900, "a.b.C": 100},
+    }
+    settings = _applied(project, FLEET_ENV)
+    assert settings["REDIS_URL"] == "redis://127.0.0.1:6390/3"
+    assert settings["DUPEFILTER_CLASS"] == "crawlfleet.frontier.dupefilter.SetDupeFilter"
+    assert settings.getbool("SCHEDULER_PERSIST") is False
+    # a component the project already lists stays where the project put it
+    assert _components(settings, "ITEM_PIPELINES") == {
+        "crawlfleet.pipelines.RedisItemsPipeline": 900,
+        "a.b.C": 100,
+    }
+
+
+def test_a_component_without_its_url_is_skipped_with_a_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="crawlfleet.addon"):
+        settings = _applied({}, {"REDIS_URL": "redis://hub:6379/0", "PROXYPOOL_URL": " "})
+    assert _components(settings, "DOWNLOADER_MIDDLEWARES") == {}
+    assert settings["SCHEDULER"] == "crawlfleet.frontier.scheduler.Scheduler"
+    assert "crawlfleet.middlewares.ProxyMiddleware is off: PROXYPOOL_URL is not set" in caplog.text
+    assert "AuthorizationMiddleware is off: ACCOUNTPOOL_URL is not set" in caplog.text
+
+
+def test_no_redis_url_leaves_scrapys_scheduler(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="crawlfleet.addon"):
+        settings = _applied({}, {})
+    assert settings["SCHEDULER"] == "scrapy.core.scheduler.Scheduler"
+    assert _components(settings, "ITEM_PIPELINES") == {}
+    assert "REDIS_URL is not set" in caplog.text
+
+
+def test_scrapy_loads_it_from_addons() -> None:
+    class Plain(Spider):
+        name = "plain"
+
+    crawler = get_crawler(
+        Plain, {"ADDONS": {"crawlfleet.addon.Fleet": 0}, "REDIS_URL": "redis://hub:6379/0"}
+    )
+    crawler._apply_settings()
+    assert crawler.settings["SCHEDULER"] == "crawlfleet.frontier.scheduler.Scheduler"
