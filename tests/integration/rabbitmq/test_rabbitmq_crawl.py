@@ -60,6 +60,25 @@ def test_two_workers_crawl_every_page_exactly_once(
     assert_drained(redis_url, rabbit_url, queue_name)
 
 
+@pytest.mark.parametrize("style", ["start_requests", "crawlspider", "start_mixed"])
+def test_classic_start_styles_crawl_on_rabbitmq(
+    site: Site, redis_url: str, rabbit_url: str, queue_name: str, start_worker, style: str
+) -> None:
+    """The start styles of the Redis backend's tests, two workers together, on the broker."""
+    site.pages = 120
+    config = settings(redis_url, rabbit_url, queue_name)
+    workers = [start_worker(site.url, config, name, style=style, pages=site.pages) for name in "ab"]
+    for worker in workers:
+        assert worker.wait() == 0, worker.log.read_text()[-3000:]
+    assert site.crawled() == site.expected()
+    assert all(site.hits[p] == 1 for p in site.expected()), site.hits
+    summaries = [w.summary() for w in workers]
+    assert {s["reason"] for s in summaries} == {"finished"}
+    if style == "start_mixed":
+        assert sum(int(s["stats"].get("item_scraped_count", 0)) for s in summaries) == 3
+    assert_drained(redis_url, rabbit_url, queue_name)
+
+
 def test_sigkill_of_one_worker_loses_no_page(
     site: Site, redis_url: str, rabbit_url: str, queue_name: str, start_worker
 ) -> None:
