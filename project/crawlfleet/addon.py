@@ -46,7 +46,7 @@ ENVIRONMENT = (
 )
 
 # (component priority dict setting, component path, order, the setting naming its URL)
-COMPONENTS = (
+COMPONENTS: tuple[tuple[str, str, int, str], ...] = (
     ("DOWNLOADER_MIDDLEWARES", "crawlfleet.middlewares.ProxyMiddleware", 740, "PROXYPOOL_URL"),
     (
         "DOWNLOADER_MIDDLEWARES",
@@ -59,7 +59,7 @@ COMPONENTS = (
 )
 
 # The frontier's settings, each only where the project left it at Scrapy's default.
-FRONTIER = {
+FRONTIER: dict[str, object] = {
     "SCHEDULER": "crawlfleet.frontier.scheduler.Scheduler",
     "DUPEFILTER_CLASS": "crawlfleet.frontier.dupefilter.BloomDupeFilter",
     # never wipe the shared crawl when one worker stops
@@ -96,9 +96,9 @@ class Fleet:
                 "items pipeline and the worker stats are off and Scrapy's own scheduler runs"
             )
         else:
-            for name, value in FRONTIER.items():
-                if not _explicit(settings, name):
-                    settings.set(name, value, _ADDON)
+            for setting, default in FRONTIER.items():
+                if not _explicit(settings, setting):
+                    settings.set(setting, default, _ADDON)
         for dict_name, path, order, url_setting in COMPONENTS:
             if not settings.get(url_setting):
                 logger.info("crawlfleet: %s is off: %s is not set", path, url_setting)

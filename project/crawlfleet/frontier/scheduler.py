@@ -13,17 +13,17 @@ import logging
 import os
 import socket
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy import Request, Spider, signals
-from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.misc import build_from_crawler
 from twisted.internet.task import LoopingCall
 
 from crawlfleet.frontier import scripts
+from crawlfleet.frontier.base import FrontierScheduler
 from crawlfleet.frontier.config import (
     SCRAPY_DEFAULT_DUPEFILTER,
     SET_DUPEFILTER,
@@ -33,20 +33,15 @@ from crawlfleet.frontier.config import (
     redis_from_settings,
 )
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
-from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, failed_entry, unwrap
+from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
 from crawlfleet.frontier.queues import RedisQueue
-from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
+from crawlfleet.frontier.serialization import DecodeError, RequestCodec
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
-from crawlfleet.redisconn import RedisConfigError
-from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
-
-# How often (seconds) an unreachable Redis is reported while the worker keeps retrying.
-_ERROR_LOG_INTERVAL = 10.0
 
 
 class ClusterStatus:
@@ -89,8 +84,10 @@ def build_dupefilter(crawler: Crawler) -> RedisDupeFilter:
     return build_from_crawler(cls, crawler)
 
 
-class Scheduler(BaseScheduler):
+class Scheduler(FrontierScheduler):
     """``SCHEDULER = "crawlfleet.frontier.scheduler.Scheduler"``."""
+
+    BACKEND = "redis"
 
     def __init__(
         self,
@@ -100,14 +97,8 @@ class Scheduler(BaseScheduler):
         queue: RedisQueue,
         dupefilter: RedisDupeFilter,
     ) -> None:
-        self.crawler = crawler
-        self.config = config
-        self.client = client
+        super().__init__(crawler, config, client, dupefilter)
         self.queue = queue
-        self.df = dupefilter
-        self.stats = crawler.stats
-        self.worker = config.worker_id
-        self.prefix = config.spider
         self._keys = [config.queue_key, f"{self.prefix}:seq", config.start_urls_key]
         self._args = [
             self.prefix,
@@ -122,17 +113,11 @@ class Scheduler(BaseScheduler):
         self._feed_script = client.register_script(scripts.build(lua_q, lua_df, scripts.FEED))
         self._sync_script = client.register_script(scripts.build(lua_q, lua_df, scripts.SYNC))
         self._claim = client.register_script(scripts.build(lua_q, lua_df, scripts.CLAIM))
-        self.spider: Spider | None = None
-        self.codec: RequestCodec | None = None
-        self._buffer: deque[Lease] = deque()
-        self._inflight: dict[int, Lease] = {}
         self._acks: list[str] = []
         self._fails: list[tuple[str, str]] = []
         self._dead: list[tuple[str, str]] = []
         # enqueue items (with their requests) Redis has not taken yet
         self._pending: list[tuple[list[Any], Request]] = []
-        # (dupefilter key, argument) of fingerprints Redis has recorded, least recently used first
-        self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()
         # cluster stats counted here and written with the next SYNC (in batches)
         self._cluster_stats: Counter[str] = Counter()
         self._flush_call: Any = None
@@ -142,48 +127,22 @@ class Scheduler(BaseScheduler):
 
         self._reactor: Any = reactor
         self._status = ClusterStatus()
-        self._seeding = False
-        self._seed_release = False
-        self._seed_released = False
         self._enqueued_since_sync = False
         self._last_sync = 0.0
-        self._idle_since: float | None = None
-        self._last_error_log = 0.0
         self._loops: list[LoopingCall] = []
         self._info = json.dumps(
             {"host": socket.gethostname(), "pid": os.getpid(), "spider": config.spider}
         )
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Scheduler:
-        spider = crawler.spider
-        name = spider.name if spider is not None else getattr(crawler.spidercls, "name", "")
-        if spider is not None:
-            # Built before Scrapy reads spider.start(): a classic start_requests() spider starts.
-            adopt_start_requests(spider)
-        try:
-            config = FrontierConfig.from_settings(crawler.settings, name)
-            delegate = getattr(config.queue_class, "scheduler_path", None)
-            built: Any
-            if delegate:
-                # a queue outside Redis brings its own scheduler (RabbitMQ); Scrapy needs only
-                # the scheduler interface
-                other: Any = load_class("SCHEDULER_QUEUE_CLASS", delegate)
-                built = other.build(crawler, config)
-            else:
-                client = redis_from_settings(crawler.settings)
-                queue = config.queue_class(client, config.queue_key)
-                problem = queue.type_error()
-                if problem:
-                    raise FrontierConfigError(problem)
-                built = cls(crawler, config, client, queue, build_dupefilter(crawler))
-            if spider is not None:
-                keep_start_items_if(spider, lambda: bool(built._seeding))
-            return built
-        except (FrontierConfigError, RedisConfigError) as exc:
-            # Scrapy follows this with its own tracebacks; this line is the one to read.
-            logger.critical("Frontier cannot start: %s", exc)
-            raise
+    def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
+        """Connect to Redis and check the queue key (errors are one-line FrontierConfigErrors)."""
+        client = redis_from_settings(crawler.settings)
+        queue = config.queue_class(client, config.queue_key)
+        problem = queue.type_error()
+        if problem:
+            raise FrontierConfigError(problem)
+        return cls(crawler, config, client, queue, build_dupefilter(crawler))
 
     # -- Scrapy's scheduler interface ---------------------------------------------------------
 
@@ -245,20 +204,10 @@ class Scheduler(BaseScheduler):
         return bool(self._buffer or self._pending) or self._status.busy(self.worker)
 
     def enqueue_request(self, request: Request) -> bool:
-        if request.meta.get("is_start_request") and not self._seeding:
-            # Another worker seeded (or the crawl is under way): just join.
-            self.stats.inc_value("scheduler/start_skipped")
+        admitted = self._admit(request)
+        if admitted is None:
             return False
-        stored = unwrap(request)
-        check = ("", b"") if stored.dont_filter else self.df.script_item(stored)
-        if check in self._seen:
-            # This worker already saw Redis record this fingerprint, and fingerprints are never
-            # removed during a crawl: a duplicate, known without a round trip.
-            self._seen.move_to_end(check)
-            self._cluster_stats["dupefilter/filtered"] += 1
-            assert self.spider is not None
-            self.df.log(request, self.spider)
-            return False
+        stored, check = admitted
         item = self._item(stored, check)
         self._pending.append((item, request))
         if self.config.enqueue_batch:
@@ -289,8 +238,7 @@ class Scheduler(BaseScheduler):
             if item[0] not in ("", "!dead"):
                 self._remember((item[0], item[1]))
             if result == 1:
-                self.stats.inc_value("scheduler/enqueued/redis")
-                self.stats.inc_value("scheduler/enqueued")
+                self._count_enqueued()
             elif item[0] != "!dead":
                 self.df.log(request, self.spider)
         self._count(results)
@@ -312,14 +260,7 @@ class Scheduler(BaseScheduler):
                 self._sync("pop", self.config.prefetch)
         if not self._buffer or self._status.paused:
             return None
-        lease = self._buffer.popleft()
-        request = lease.request
-        assert request is not None
-        request.errback = FailureTap(lease, request.errback)
-        self._inflight[id(request)] = lease
-        self.stats.inc_value("scheduler/dequeued/redis")
-        self.stats.inc_value("scheduler/dequeued")
-        return request
+        return self._hand_out(self._buffer.popleft())
 
     def __len__(self) -> int:
         """Requests waiting: this worker's prefetched ones plus the queue as last seen."""
@@ -335,36 +276,15 @@ class Scheduler(BaseScheduler):
 
     def _item(self, request: Request, check: tuple[str, bytes]) -> list[Any]:
         """ENQUEUE script arguments: dupefilter key and argument, payload, priority."""
-        assert self.codec is not None
-        try:
-            payload = self.codec.encode(request)
-        except EncodeError as exc:
-            logger.error(
-                "Cannot store %s in the frontier (%s); it goes to the dead-letter list",
-                request,
-                exc,
-                extra={"spider": self.spider},
-            )
-            self.stats.inc_value("scheduler/deadletter")
-            raw = f"{request.method} {request.url} meta={sorted(request.meta)}".encode()
-            return [
-                "!dead",
-                dead_entry(raw, f"unserializable: {exc}", self.worker, "enqueue"),
-                b"",
-                "0",
-            ]
+        payload, dead = self._encode(request)
+        if dead:
+            return ["!dead", dead, b"", "0"]
         return [check[0], check[1], payload, str(request.priority)]
 
     def _should_pop(self) -> bool:
         if self._status.queued > 0 or self._enqueued_since_sync or self._status.start_urls:
             return True
         return time.monotonic() - self._last_sync >= self.config.idle_poll_interval
-
-    def _remember(self, seen_key: tuple[str, bytes]) -> None:
-        if self.config.seen_cache:
-            self._seen[seen_key] = None
-            if len(self._seen) > self.config.seen_cache:
-                self._seen.popitem(last=False)
 
     def _count(self, results: list[int]) -> None:
         """Count enqueue results for the cluster stats, sent with the next SYNC."""
@@ -376,53 +296,16 @@ class Scheduler(BaseScheduler):
             self._enqueued_since_sync = True
             self._status.queued += enqueued
 
+    def _filtered_locally(self) -> None:
+        self._cluster_stats["dupefilter/filtered"] += 1
+
     def _collect_finished(self) -> None:
-        """Acknowledge leases whose requests the engine has finished with."""
-        if not self._inflight:
-            return
-        slot = getattr(self._engine(), "_slot", None)
-        # The engine keeps a request in slot.inprogress from download until its response (or
-        # failure) has been handled by the spider, including enqueueing the new requests.
-        inprogress = getattr(slot, "inprogress", None)
-        if inprogress is None:
-            inprogress = set()
-        for key, lease in list(self._inflight.items()):
-            if lease.request not in inprogress:
-                del self._inflight[key]
-                if lease.failure is not None:
-                    self._fails.append((lease.lease_id, failed_entry(lease, self.worker)))
-                else:
-                    self._acks.append(lease.lease_id)
-
-    def _check_engine(self) -> None:
-        """Fail at start, not silently, if the engine lacks what acknowledgements rely on."""
-        engine = self._engine()
-        if engine is None:
-            return  # driven directly (tests, tools): every handed-out request counts as done
-        slot = getattr(engine, "_slot", None)
-        if not (
-            isinstance(getattr(slot, "inprogress", None), set)
-            and hasattr(slot, "nextcall")
-            and hasattr(engine, "_start")
-        ):
-            raise FrontierConfigError(
-                "this Scrapy engine has no _slot.inprogress/_slot.nextcall/_start; the frontier "
-                "scheduler needs Scrapy 2.19 (pinned in crawlfleet's dependencies)"
-            )
-
-    def _engine(self) -> Any:
-        """The running engine, or None (a scheduler driven directly, as in tests and tools)."""
-        try:
-            return self.crawler.engine
-        except RuntimeError:
-            return None
-
-    def _check_seeding_done(self) -> None:
-        # The engine drops its start iterator once spider.start() is exhausted; until then the
-        # seeding flag tells other workers that more requests are coming.
-        engine = self._engine()
-        if self._seeding and not self._seed_released and getattr(engine, "_start", None) is None:
-            self._seed_release = True
+        """Acknowledge leases whose requests the engine has finished with (next round trip)."""
+        for lease in self._finished():
+            if lease.failure is not None:
+                self._fails.append((lease.lease_id, failed_entry(lease, self.worker)))
+            else:
+                self._acks.append(lease.lease_id)
 
     def _sync(self, mode: str, npop: int) -> bool:
         """One round trip: acknowledge, report failures and dead letters, then pop/beat/release."""
@@ -559,10 +442,7 @@ class Scheduler(BaseScheduler):
         """Wake the engine while waiting for other workers (its own heartbeat is 5 s)."""
         if self._buffer and not self._status.paused:
             return
-        slot = getattr(self._engine(), "_slot", None)
-        nextcall = getattr(slot, "nextcall", None)
-        if nextcall is not None:
-            nextcall.schedule()
+        self._wake_engine()
 
     def _on_idle(self, spider: Spider) -> None:
         """Close only when the whole cluster has been idle for SCHEDULER_IDLE_BEFORE_CLOSE."""
@@ -586,15 +466,3 @@ class Scheduler(BaseScheduler):
             self.prefix,
             extra={"spider": spider},
         )
-
-    def _redis_error(self, what: str, exc: Exception) -> None:
-        now = time.monotonic()
-        if now - self._last_error_log >= _ERROR_LOG_INTERVAL:
-            self._last_error_log = now
-            logger.warning(
-                "Frontier Redis %s failed at %s (%s); retrying, nothing is lost",
-                what,
-                self.config.masked_url,
-                exc,
-                extra={"spider": self.spider},
-            )

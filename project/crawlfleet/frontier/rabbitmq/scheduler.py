@@ -13,34 +13,33 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy import Request, Spider, signals
-from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import DontCloseSpider
 from twisted.internet.task import LoopingCall
 
+from crawlfleet.frontier.base import ERROR_LOG_INTERVAL, FrontierScheduler
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, redis_from_settings
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
-from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, failed_entry, unwrap
+from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
 from crawlfleet.frontier.rabbitmq import coord
 from crawlfleet.frontier.rabbitmq.client import Delivery
 from crawlfleet.frontier.rabbitmq.queue import PriorityQueue
-from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
-from crawlfleet.redisconn import RedisConfigError
+from crawlfleet.frontier.serialization import DecodeError, RequestCodec
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
-_ERROR_LOG_INTERVAL = 10.0
 
+class Scheduler(FrontierScheduler):
+    """Built by ``FrontierScheduler.from_crawler`` for RabbitMQ queues (``scheduler_path``)."""
 
-class Scheduler(BaseScheduler):
-    """Built by ``crawlfleet.frontier.scheduler.Scheduler.from_crawler`` for RabbitMQ queues."""
+    BACKEND = "rabbitmq"
 
     def __init__(
         self,
@@ -50,14 +49,8 @@ class Scheduler(BaseScheduler):
         queue: PriorityQueue,
         dupefilter: RedisDupeFilter,
     ) -> None:
-        self.crawler = crawler
-        self.config = config
-        self.client = client
+        super().__init__(crawler, config, client, dupefilter)
         self.queue = queue
-        self.df = dupefilter
-        self.stats = crawler.stats
-        self.worker = config.worker_id
-        self.prefix = config.spider
         self._args = [
             self.prefix,
             self.worker,
@@ -66,10 +59,6 @@ class Scheduler(BaseScheduler):
         df_lua = dupefilter.LUA_CHECK_AND_ADD
         self._enqueue = client.register_script(coord.build(df_lua, coord.ENQUEUE))
         self._sync_script = client.register_script(coord.build(df_lua, coord.SYNC))
-        self.spider: Spider | None = None
-        self.codec: RequestCodec | None = None
-        self._buffer: deque[Lease] = deque()
-        self._inflight: dict[int, Lease] = {}
         # publishes not committed yet: (broker sequence number, outbox id)
         self._unconfirmed: deque[tuple[int, str]] = deque()
         self._committed: list[str] = []
@@ -77,29 +66,12 @@ class Scheduler(BaseScheduler):
         self._dead: list[str] = []
         self._to_ack: list[Delivery] = []  # acked once their failed/dead entries are stored
         self._pending: list[tuple[list[Any], Request]] = []
-        self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()
         self._outbox_seq = 0
-        self._seeding = False
-        self._seed_release = False
-        self._seed_released = False
         self._others_busy = 0
         self._cluster_seeding = ""
         self._paused = False
         self._unsent = 0
-        self._idle_since: float | None = None
-        self._last_error_log = 0.0
         self._loops: list[LoopingCall] = []
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Scheduler:
-        spider = crawler.spider
-        name = spider.name if spider is not None else getattr(crawler.spidercls, "name", "")
-        try:
-            return cls.build(crawler, FrontierConfig.from_settings(crawler.settings, name))
-        except (FrontierConfigError, RedisConfigError) as exc:
-            # Scrapy follows this with its own tracebacks; this line is the one to read.
-            logger.critical("Frontier cannot start: %s", exc)
-            raise
 
     @classmethod
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
@@ -170,16 +142,10 @@ class Scheduler(BaseScheduler):
         return bool(self._buffer or self._pending or self.queue.client.deliveries) or self._busy()
 
     def enqueue_request(self, request: Request) -> bool:
-        if request.meta.get("is_start_request") and not self._seeding:
-            self.stats.inc_value("scheduler/start_skipped")
+        admitted = self._admit(request)
+        if admitted is None:
             return False
-        stored = unwrap(request)
-        check = ("", b"") if stored.dont_filter else self.df.script_item(stored)
-        if check in self._seen:
-            self._seen.move_to_end(check)
-            assert self.spider is not None
-            self.df.log(request, self.spider)
-            return False
+        stored, check = admitted
         item = self._item(stored, check)
         if item is None:
             return False
@@ -201,14 +167,7 @@ class Scheduler(BaseScheduler):
             self._take()
         if not self._buffer:
             return None
-        lease = self._buffer.popleft()
-        request = lease.request
-        assert request is not None
-        request.errback = FailureTap(lease, request.errback)
-        self._inflight[id(request)] = lease
-        self.stats.inc_value("scheduler/dequeued/rabbitmq")
-        self.stats.inc_value("scheduler/dequeued")
-        return request
+        return self._hand_out(self._buffer.popleft())
 
     def __len__(self) -> int:
         """Requests waiting: this worker's buffered ones plus the broker's count as last seen."""
@@ -219,19 +178,9 @@ class Scheduler(BaseScheduler):
     # -- enqueue ------------------------------------------------------------------------------
 
     def _item(self, request: Request, check: tuple[str, bytes]) -> list[Any] | None:
-        assert self.codec is not None
-        try:
-            payload = self.codec.encode(request)
-        except EncodeError as exc:
-            logger.error(
-                "Cannot store %s in the frontier (%s); it goes to the dead-letter list",
-                request,
-                exc,
-                extra={"spider": self.spider},
-            )
-            self.stats.inc_value("scheduler/deadletter")
-            raw = f"{request.method} {request.url} meta={sorted(request.meta)}".encode()
-            self._dead.append(dead_entry(raw, f"unserializable: {exc}", self.worker, "enqueue"))
+        payload, dead = self._encode(request)
+        if dead:
+            self._dead.append(dead)
             return None
         self._outbox_seq += 1
         entry = b"%d|" % request.priority + payload
@@ -256,8 +205,7 @@ class Scheduler(BaseScheduler):
                 self._remember((item[0], item[1]))
             if result == 1:
                 self._publish(item[2], item[3])
-                self.stats.inc_value("scheduler/enqueued/rabbitmq")
-                self.stats.inc_value("scheduler/enqueued")
+                self._count_enqueued()
             else:
                 self.df.log(request, self.spider)
         return results
@@ -266,12 +214,6 @@ class Scheduler(BaseScheduler):
         bar = entry.index(b"|")
         seq = self.queue.push(entry[bar + 1 :], int(entry[:bar]))
         self._unconfirmed.append((seq, outbox_id))
-
-    def _remember(self, seen_key: tuple[str, bytes]) -> None:
-        if self.config.seen_cache:
-            self._seen[seen_key] = None
-            if len(self._seen) > self.config.seen_cache:
-                self._seen.popitem(last=False)
 
     def _confirmations(self) -> None:
         confirmed = self.queue.client.confirmed
@@ -306,19 +248,11 @@ class Scheduler(BaseScheduler):
         """Ack deliveries whose requests the engine has finished with (after their children)."""
         if not self._inflight:
             return
-        slot = getattr(self._engine(), "_slot", None)
-        inprogress = getattr(slot, "inprogress", None)
-        if inprogress is None:
-            inprogress = set()
-        done = [k for k, lease in self._inflight.items() if lease.request not in inprogress]
-        if not done:
-            return
         # Children first: the enqueues a page produced reach the outbox and the publish list
         # before its ack, so the broker commits them before (or with) the ack.
         if self._pending and self._flush_pending() is None:
             return
-        for key in done:
-            lease = self._inflight.pop(key)
+        for lease in self._finished():
             delivery: Delivery = lease.extra["delivery"]
             if lease.failure is not None:
                 self._fails.append(failed_entry(lease, self.worker))
@@ -401,34 +335,6 @@ class Scheduler(BaseScheduler):
             or not client.connected.is_set()
         )
 
-    # -- engine internals, as the Redis scheduler uses them ------------------------------------
-
-    def _engine(self) -> Any:
-        try:
-            return self.crawler.engine
-        except RuntimeError:
-            return None
-
-    def _check_engine(self) -> None:
-        engine = self._engine()
-        if engine is None:
-            return
-        slot = getattr(engine, "_slot", None)
-        if not (
-            isinstance(getattr(slot, "inprogress", None), set)
-            and hasattr(slot, "nextcall")
-            and hasattr(engine, "_start")
-        ):
-            raise FrontierConfigError(
-                "this Scrapy engine has no _slot.inprogress/_slot.nextcall/_start; the frontier "
-                "scheduler needs Scrapy 2.19 (pinned in crawlfleet's dependencies)"
-            )
-
-    def _check_seeding_done(self) -> None:
-        engine = self._engine()
-        if self._seeding and not self._seed_released and getattr(engine, "_start", None) is None:
-            self._seed_release = True
-
     # -- timers and signals -------------------------------------------------------------------
 
     def _heartbeat(self) -> None:
@@ -444,10 +350,8 @@ class Scheduler(BaseScheduler):
         self._sync("sync")
         if self._buffer and not self._paused:
             return
-        slot = getattr(self._engine(), "_slot", None)
-        nextcall = getattr(slot, "nextcall", None)
-        if nextcall is not None and (self.queue.client.deliveries or not self._paused):
-            nextcall.schedule()
+        if self.queue.client.deliveries or not self._paused:
+            self._wake_engine()
 
     def _on_idle(self, spider: Spider) -> None:
         """Close only when the whole cluster looked idle for long enough (README, RabbitMQ)."""
@@ -480,23 +384,11 @@ class Scheduler(BaseScheduler):
 
     def _broker_down(self) -> None:
         now = time.monotonic()
-        if now - self._last_error_log >= _ERROR_LOG_INTERVAL:
+        if now - self._last_error_log >= ERROR_LOG_INTERVAL:
             self._last_error_log = now
             logger.warning(
                 "Frontier RabbitMQ at %s unreachable (%s); reconnecting, nothing is lost",
                 self.queue.client.masked_url,
                 self.queue.client.error,
-                extra={"spider": self.spider},
-            )
-
-    def _redis_error(self, what: str, exc: Exception) -> None:
-        now = time.monotonic()
-        if now - self._last_error_log >= _ERROR_LOG_INTERVAL:
-            self._last_error_log = now
-            logger.warning(
-                "Frontier Redis %s failed at %s (%s); retrying, nothing is lost",
-                what,
-                self.config.masked_url,
-                exc,
                 extra={"spider": self.spider},
             )

@@ -1,0 +1,228 @@
+"""What every frontier scheduler shares, whatever holds its queue (Redis or RabbitMQ).
+
+:class:`FrontierScheduler` is Scrapy's scheduler interface over the frontier: it builds the
+backend's scheduler from the settings (``SCHEDULER_QUEUE_CLASS`` chooses: a queue class with a
+``scheduler_path`` brings its own subclass), starts classic spiders, filters start requests on
+the workers that do not seed, keeps the fingerprint cache, encodes requests (an unserializable one
+becomes a dead letter), hands requests out under a lease, and notices when the engine is done with
+one. It is also the single place that reads Scrapy engine internals (``_slot.inprogress``,
+``_slot.nextcall``, ``_start``): watch it on Scrapy upgrades. A backend subclass adds how entries
+are pushed, popped, settled and reported (the Redis scripts, or the broker and its Redis outbox).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy import Request, Spider
+from scrapy.core.scheduler import BaseScheduler
+
+from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, load_class
+from crawlfleet.frontier.dupefilter import RedisDupeFilter
+from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, unwrap
+from crawlfleet.frontier.serialization import EncodeError, RequestCodec
+from crawlfleet.redisconn import RedisConfigError
+from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+# How often (seconds) an unreachable Redis is reported while the worker keeps retrying.
+ERROR_LOG_INTERVAL = 10.0
+
+
+class FrontierScheduler(BaseScheduler):
+    """The shared part of ``crawlfleet.frontier.scheduler.Scheduler`` and its RabbitMQ sibling."""
+
+    #: the backend's name in the ``scheduler/enqueued/<backend>`` and ``…/dequeued/…`` stats
+    BACKEND = ""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: FrontierConfig,
+        client: redis.Redis,
+        dupefilter: RedisDupeFilter,
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.client = client
+        self.df = dupefilter
+        self.stats = crawler.stats
+        self.worker = config.worker_id
+        self.prefix = config.spider
+        self.spider: Spider | None = None
+        self.codec: RequestCodec | None = None
+        self._buffer: deque[Lease] = deque()
+        self._inflight: dict[int, Lease] = {}
+        # (dupefilter key, argument) of fingerprints Redis has recorded, least recently used first
+        self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        self._seeding = False
+        self._seed_release = False
+        self._seed_released = False
+        self._idle_since: float | None = None
+        self._last_error_log = 0.0
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
+        spider = crawler.spider
+        name = spider.name if spider is not None else getattr(crawler.spidercls, "name", "")
+        if spider is not None:
+            # Built before Scrapy reads spider.start(): a classic start_requests() spider starts.
+            adopt_start_requests(spider)
+        try:
+            config = FrontierConfig.from_settings(crawler.settings, name)
+            delegate = getattr(config.queue_class, "scheduler_path", None)
+            # a queue outside Redis brings its own scheduler (RabbitMQ)
+            target: Any = load_class("SCHEDULER_QUEUE_CLASS", delegate) if delegate else cls
+            built: FrontierScheduler = target.build(crawler, config)
+        except (FrontierConfigError, RedisConfigError) as exc:
+            # Scrapy follows this with its own tracebacks; this line is the one to read.
+            logger.critical("Frontier cannot start: %s", exc)
+            raise
+        if spider is not None:
+            keep_start_items_if(spider, lambda: built._seeding)
+        return built
+
+    @classmethod
+    def build(cls, crawler: Crawler, config: FrontierConfig) -> FrontierScheduler:
+        """Connect the backend (errors are one-line ``FrontierConfigError``s)."""
+        raise NotImplementedError
+
+    # -- enqueue ------------------------------------------------------------------------------
+
+    def _admit(self, request: Request) -> tuple[Request, tuple[str, bytes]] | None:
+        """The request to store and its duplicate check; None when it is dropped right here.
+
+        Dropped: a start request on a worker that does not seed (another worker seeded, or the
+        crawl is under way), and a request whose fingerprint this worker already saw Redis record
+        (fingerprints are never removed during a crawl, so no round trip is needed to know).
+        """
+        if request.meta.get("is_start_request") and not self._seeding:
+            self.stats.inc_value("scheduler/start_skipped")
+            return None
+        stored = unwrap(request)
+        check = ("", b"") if stored.dont_filter else self.df.script_item(stored)
+        if check in self._seen:
+            self._seen.move_to_end(check)
+            self._filtered_locally()
+            assert self.spider is not None
+            self.df.log(request, self.spider)
+            return None
+        return stored, check
+
+    def _filtered_locally(self) -> None:
+        """A duplicate known without a round trip (the Redis backend counts it for the cluster)."""
+
+    def _remember(self, seen_key: tuple[str, bytes]) -> None:
+        if self.config.seen_cache:
+            self._seen[seen_key] = None
+            if len(self._seen) > self.config.seen_cache:
+                self._seen.popitem(last=False)
+
+    def _encode(self, request: Request) -> tuple[bytes, str]:
+        """``(payload, "")``, or ``(b"", its dead-letter entry)`` when it cannot be stored."""
+        assert self.codec is not None
+        try:
+            return self.codec.encode(request), ""
+        except EncodeError as exc:
+            logger.error(
+                "Cannot store %s in the frontier (%s); it goes to the dead-letter list",
+                request,
+                exc,
+                extra={"spider": self.spider},
+            )
+            self.stats.inc_value("scheduler/deadletter")
+            raw = f"{request.method} {request.url} meta={sorted(request.meta)}".encode()
+            return b"", dead_entry(raw, f"unserializable: {exc}", self.worker, "enqueue")
+
+    def _count_enqueued(self, n: int = 1) -> None:
+        self.stats.inc_value(f"scheduler/enqueued/{self.BACKEND}", n)
+        self.stats.inc_value("scheduler/enqueued", n)
+
+    # -- hand out and settle ------------------------------------------------------------------
+
+    def _hand_out(self, lease: Lease) -> Request:
+        """The leased request for the engine, watched until the engine is done with it."""
+        request = lease.request
+        assert request is not None
+        request.errback = FailureTap(lease, request.errback)
+        self._inflight[id(request)] = lease
+        self.stats.inc_value(f"scheduler/dequeued/{self.BACKEND}")
+        self.stats.inc_value("scheduler/dequeued")
+        return request
+
+    def _finished(self) -> Iterator[Lease]:
+        """Leases whose requests the engine has finished with (removed from the in-flight set).
+
+        The engine keeps a request in ``_slot.inprogress`` from download until its response (or
+        failure) has been handled by the spider, including enqueueing the new requests.
+        """
+        if not self._inflight:
+            return
+        slot = getattr(self._engine(), "_slot", None)
+        inprogress = getattr(slot, "inprogress", None)
+        if inprogress is None:
+            inprogress = set()  # driven directly: every handed-out request counts as done
+        for key, lease in list(self._inflight.items()):
+            if lease.request not in inprogress:
+                del self._inflight[key]
+                yield lease
+
+    # -- engine internals ---------------------------------------------------------------------
+
+    def _engine(self) -> Any:
+        """The running engine, or None (a scheduler driven directly, as in tests and tools)."""
+        try:
+            return self.crawler.engine
+        except RuntimeError:
+            return None
+
+    def _check_engine(self) -> None:
+        """Fail at start, not silently, if the engine lacks what acknowledgements rely on."""
+        engine = self._engine()
+        if engine is None:
+            return
+        slot = getattr(engine, "_slot", None)
+        if not (
+            isinstance(getattr(slot, "inprogress", None), set)
+            and hasattr(slot, "nextcall")
+            and hasattr(engine, "_start")
+        ):
+            raise FrontierConfigError(
+                "this Scrapy engine has no _slot.inprogress/_slot.nextcall/_start; the frontier "
+                "scheduler needs Scrapy 2.19 (pinned in crawlfleet's dependencies)"
+            )
+
+    def _check_seeding_done(self) -> None:
+        # The engine drops its start iterator once spider.start() is exhausted; until then the
+        # seeding flag tells other workers that more requests are coming.
+        engine = self._engine()
+        if self._seeding and not self._seed_released and getattr(engine, "_start", None) is None:
+            self._seed_release = True
+
+    def _wake_engine(self) -> None:
+        """Have the engine ask for requests again now (its own heartbeat is 5 s)."""
+        slot = getattr(self._engine(), "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    def _redis_error(self, what: str, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._last_error_log >= ERROR_LOG_INTERVAL:
+            self._last_error_log = now
+            logger.warning(
+                "Frontier Redis %s failed at %s (%s); retrying, nothing is lost",
+                what,
+                self.config.masked_url,
+                exc,
+                extra={"spider": self.spider},
+            )
