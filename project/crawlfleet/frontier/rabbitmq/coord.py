@@ -14,97 +14,16 @@ own ``<spider>:seeding``, ``<spider>:paused``, ``<spider>:failed``, ``<spider>:d
 
 from __future__ import annotations
 
-PRELUDE = """
-local P, W, LEASE_MS = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local WORKERS = P .. ':rabbitmq:workers'
-local BUSY = P .. ':rabbitmq:busy'
-local SEEDING = P .. ':seeding'
-local function outbox(w) return P .. ':rabbitmq:outbox:' .. w end
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-"""
+from crawlfleet.frontier.scripts import NOW_MS, lua
 
-# ARGV[4..]: (dupefilter key or '' for dont_filter, argument, outbox id, outbox entry) per request.
-# Returns 1 (new: recorded in the outbox, to be published) or 0 (duplicate) per request.
-ENQUEUE = """
-local out = {}
-for i = 4, #ARGV, 4 do
-  if ARGV[i] == '' or check_and_add(ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('HSET', outbox(W), ARGV[i + 2], ARGV[i + 3])
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
-  end
-end
-return out
-"""
+# Lua parts in crawlfleet/frontier/lua/rabbitmq_*.lua; the clock is the frontier's own.
+PRELUDE = lua("rabbitmq_prelude.lua")
 
-# ARGV[4] mode ('sync', 'claim' or 'release'), ARGV[5] messages this worker holds, ARGV[6]
-# ready messages in the broker (for 'claim'), ARGV[7] '1' to release the seeding flag,
-# ARGV[8..11] counts of committed outbox ids, failed entries, dead letters; then those values.
-# Returns {claimed, adopted outbox entries (id, entry, ...), others busy, seeding, paused,
-#          outbox entries of everyone}.
-SYNC = """
-local mode, held, queued = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local ndone, nfail, ndead = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
-local now = now_ms()
-local mine = outbox(W)
-local i = 11
-if ndone > 0 then redis.call('HDEL', mine, unpack(ARGV, i, i + ndone - 1)) end
-i = i + ndone
-for j = 1, nfail do redis.call('RPUSH', P .. ':failed', ARGV[i]); i = i + 1 end
-for j = 1, ndead do redis.call('RPUSH', P .. ':deadletter', ARGV[i]); i = i + 1 end
-if ARGV[7] == '1' and redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
--- adopt the outboxes of workers whose deadline passed, and forget them
-local adopted = {}
-for _, dead in ipairs(redis.call('ZRANGEBYSCORE', WORKERS, '-inf', now)) do
-  if dead ~= W then
-    local all = redis.call('HGETALL', outbox(dead))
-    for k = 1, #all, 2 do
-      redis.call('HSET', mine, all[k], all[k + 1])
-      adopted[#adopted + 1] = all[k]
-      adopted[#adopted + 1] = all[k + 1]
-    end
-    redis.call('DEL', outbox(dead))
-    redis.call('ZREM', WORKERS, dead)
-    redis.call('HDEL', BUSY, dead)
-    if redis.call('GET', SEEDING) == dead then redis.call('DEL', SEEDING) end
-  end
-end
-local claimed = 0
-if mode == 'release' then
-  redis.call('HDEL', BUSY, W)
-  if redis.call('HLEN', mine) == 0 then
-    redis.call('ZREM', WORKERS, W)
-  end  -- else stay registered: once our deadline passes, another worker publishes our outbox
-  if redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
-else
-  if mode == 'claim' then
-    local live = redis.call('ZCOUNT', WORKERS, now, '+inf')
-    local others = live - (redis.call('ZSCORE', WORKERS, W) and 1 or 0)
-    if queued == 0 and others == 0 and not redis.call('GET', SEEDING) then
-      redis.call('SET', SEEDING, W)
-      claimed = 1
-    end
-  end
-  redis.call('ZADD', WORKERS, now + LEASE_MS, W)
-  redis.call('HSET', BUSY, W, held)
-end
-local others_busy = 0
-local all_busy = redis.call('HGETALL', BUSY)
-for k = 1, #all_busy, 2 do
-  if all_busy[k] ~= W then others_busy = others_busy + tonumber(all_busy[k + 1]) end
-end
-local unsent = 0
-for _, w in ipairs(redis.call('ZRANGE', WORKERS, 0, -1)) do
-  unsent = unsent + redis.call('HLEN', outbox(w))
-end
-return {claimed, adopted, others_busy, redis.call('GET', SEEDING) or '',
-        redis.call('EXISTS', P .. ':paused'), unsent}
-"""
+ENQUEUE = lua("rabbitmq_enqueue.lua")
+
+SYNC = lua("rabbitmq_sync.lua")
 
 
 def build(dupefilter_lua: str, body: str) -> str:
-    return "\n".join((PRELUDE, dupefilter_lua, body))
+    """One script: prelude, clock, dupefilter function, body."""
+    return "\n".join((PRELUDE, NOW_MS, dupefilter_lua, body))

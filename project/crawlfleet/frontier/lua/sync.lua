@@ -1,0 +1,74 @@
+-- The worker's one periodic call. ARGV[5] mode: 'pop' (ack + pop; no pop while
+-- <spider>:paused exists, see `crawlfleet pause`), 'beat' (ack + reap + info),
+-- 'release' (ack, then give every remaining lease back and unregister). ARGV[6] = n to pop,
+-- ARGV[7] = '1' to release the seeding flag, ARGV[8] = worker info (JSON, for 'beat'),
+-- ARGV[9..12] = counts of acks, failures, dead letters and stats, then the acked lease ids, then
+-- (lease id, failed-entry JSON) pairs, (lease id, dead-letter JSON) pairs and (stat, delta)
+-- pairs counted by the worker since its last SYNC.
+local mode, npop = ARGV[5], tonumber(ARGV[6])
+local nack, nfail, ndead = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local nstat = tonumber(ARGV[12])
+local now = now_ms()
+local lk = leases_of(W)
+local reaped = 0
+if mode ~= 'release' then
+  reaped = redis.call('ZADD', WORKERS, now + LEASE_MS, W)
+end
+local i = 13
+if nack > 0 then
+  stat('scheduler/acked', redis.call('HDEL', lk, unpack(ARGV, i, i + nack - 1)))
+end
+i = i + nack
+local failed = 0
+for j = 1, nfail do
+  if redis.call('HDEL', lk, ARGV[i]) == 1 then
+    redis.call('RPUSH', P .. ':failed', ARGV[i + 1])
+    failed = failed + 1
+  end
+  i = i + 2
+end
+stat('scheduler/failed', failed)
+local dead = 0
+for j = 1, ndead do
+  if redis.call('HDEL', lk, ARGV[i]) == 1 then
+    redis.call('RPUSH', P .. ':deadletter', ARGV[i + 1])
+    dead = dead + 1
+  end
+  i = i + 2
+end
+stat('scheduler/deadletter', dead)
+for j = 1, nstat do
+  stat(ARGV[i], tonumber(ARGV[i + 1]))
+  i = i + 2
+end
+if ARGV[7] == '1' and redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
+local requeued = 0
+local popped = {}
+if mode == 'beat' then
+  requeued = reap(now)
+  local wk = P .. ':worker:' .. W
+  redis.call('HSET', wk, 'info', ARGV[8], 'heartbeat', now, 'leases', redis.call('HLEN', lk))
+  redis.call('PEXPIRE', wk, 86400000)
+  redis.call('PEXPIRE', STATS .. ':' .. W, 86400000)
+elseif mode == 'release' then
+  local n = requeue_all(W)
+  stat('scheduler/requeued', n)
+  requeued = n
+  redis.call('ZREM', WORKERS, W)
+  if redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
+  redis.call('HSET', P .. ':worker:' .. W, 'stopped', now, 'leases', 0)
+elseif npop > 0 and redis.call('EXISTS', PAUSED) == 0 then
+  local got = q_pop(npop)
+  local n = #got / 2
+  if n > 0 then
+    local id = redis.call('INCRBY', SEQ, n) - n
+    for j = 1, #got, 2 do
+      id = id + 1
+      redis.call('HSET', lk, id, got[j])
+      popped[#popped + 1] = tostring(id)
+      popped[#popped + 1] = got[j + 1]
+    end
+    stat('scheduler/dequeued', n)
+  end
+end
+return {reaped, requeued, popped, cluster()}
