@@ -15,15 +15,11 @@ from typing import Self
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
 from crawlfleet.middlewares.poolclient import (
-    Backoff,
-    PoolClient,
     PoolUnavailable,
-    require_asyncio,
-    require_url,
+    pool_from_settings,
 )
 
 log = logging.getLogger(__name__)
@@ -37,20 +33,16 @@ META_SKIP = "dont_authorize"  # e.g. for pages that must be fetched anonymously
 class AuthorizationMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         s = crawler.settings
-        if not s.getbool("AUTHORIZATION_ENABLED", True):
-            raise NotConfigured("AUTHORIZATION_ENABLED is False")
-        url = require_url(s.get("ACCOUNTPOOL_URL"), "ACCOUNTPOOL_URL")
-        require_asyncio("AuthorizationMiddleware")
-        self.crawler = crawler
-        self.stats = crawler.stats
-        assert self.stats is not None
-        self.pool = PoolClient(
-            url,
-            s.get("ACCOUNTPOOL_API_KEY") or "",
-            s.getfloat("ACCOUNTPOOL_TIMEOUT", 5.0),
-            self.stats,
-            "auth",
+        self.pool, self.backoff = pool_from_settings(
+            s,
+            crawler.stats,
+            switch="AUTHORIZATION_ENABLED",
+            pool="ACCOUNTPOOL",
+            component="AuthorizationMiddleware",
+            stats_prefix="auth",
         )
+        self.crawler = crawler
+        self.stats = self.pool.stats
         self.default_site = s.get("ACCOUNTPOOL_SITE") or "demosite"
         self.header = s.get("AUTHORIZATION_HEADER") or "Authorization"
         self.format = s.get("AUTHORIZATION_FORMAT") or "jwt {token}"
@@ -58,10 +50,6 @@ class AuthorizationMiddleware:
             raise ValueError(f"AUTHORIZATION_FORMAT must contain {{token}}, got {self.format!r}")
         self.reject_statuses = {int(x) for x in s.getlist("AUTHORIZATION_REJECT_STATUS", [401])}
         self.max_retries = s.getint("AUTHORIZATION_MAX_RETRIES", 5)
-        self.backoff = Backoff(
-            s.getfloat("ACCOUNTPOOL_BACKOFF_BASE", 0.5),
-            s.getfloat("ACCOUNTPOOL_BACKOFF_MAX", 30.0),
-        )
         self.tokens: dict[str, str] = {}
         self._fetches: dict[str, asyncio.Task[None]] = {}
         # Tokens the site rejected (per site), in case the pool offers one again before it

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import is_asyncio_available
 
@@ -139,3 +140,38 @@ class PoolClient:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+def pool_from_settings(
+    settings: BaseSettings,
+    stats: StatsCollector | None,
+    *,
+    switch: str,
+    pool: str,
+    component: str,
+    stats_prefix: str,
+) -> tuple[PoolClient, Backoff]:
+    """The pool client and back-off of a middleware, from its prefixed settings.
+
+    ``switch`` turns the middleware off (``PROXYPOOL_ENABLED``); ``pool`` is the settings prefix
+    (``PROXYPOOL``: ``_URL``, ``_API_KEY``, ``_TIMEOUT``, ``_BACKOFF_BASE``, ``_BACKOFF_MAX``);
+    ``stats_prefix`` names its counters (``proxy/pool/requests``).
+    Raises ``NotConfigured`` with the reason when the middleware cannot work.
+    """
+    if not settings.getbool(switch, True):
+        raise NotConfigured(f"{switch} is False")
+    url = require_url(settings.get(f"{pool}_URL"), f"{pool}_URL")
+    require_asyncio(component)
+    assert stats is not None
+    client = PoolClient(
+        url,
+        settings.get(f"{pool}_API_KEY") or "",
+        settings.getfloat(f"{pool}_TIMEOUT", 5.0),
+        stats,
+        stats_prefix,
+    )
+    backoff = Backoff(
+        settings.getfloat(f"{pool}_BACKOFF_BASE", 0.5),
+        settings.getfloat(f"{pool}_BACKOFF_MAX", 30.0),
+    )
+    return client, backoff

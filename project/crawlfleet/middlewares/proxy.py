@@ -23,7 +23,6 @@ from scrapy.exceptions import (
     DownloadConnectionRefusedError,
     DownloadFailedError,
     DownloadTimeoutError,
-    NotConfigured,
     ResponseDataLossError,
 )
 from scrapy.http import Response
@@ -31,11 +30,8 @@ from twisted.internet import error as net_error
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
 from crawlfleet.middlewares.poolclient import (
-    Backoff,
-    PoolClient,
     PoolUnavailable,
-    require_asyncio,
-    require_url,
+    pool_from_settings,
 )
 
 log = logging.getLogger(__name__)
@@ -72,28 +68,21 @@ def proxy_url(line: str) -> str:
 class ProxyMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         s = crawler.settings
-        if not s.getbool("PROXYPOOL_ENABLED", True):
-            raise NotConfigured("PROXYPOOL_ENABLED is False")
-        url = require_url(s.get("PROXYPOOL_URL"), "PROXYPOOL_URL")
-        require_asyncio("ProxyMiddleware")
-        self.crawler = crawler
-        self.stats = crawler.stats
-        assert self.stats is not None
-        self.pool = PoolClient(
-            url,
-            s.get("PROXYPOOL_API_KEY") or "",
-            s.getfloat("PROXYPOOL_TIMEOUT", 5.0),
-            self.stats,
-            "proxy",
+        self.pool, self.backoff = pool_from_settings(
+            s,
+            crawler.stats,
+            switch="PROXYPOOL_ENABLED",
+            pool="PROXYPOOL",
+            component="ProxyMiddleware",
+            stats_prefix="proxy",
         )
+        self.crawler = crawler
+        self.stats = self.pool.stats
         self.batch_size = s.getint("PROXYPOOL_BATCH_SIZE", 20)
         self.refresh_interval = s.getfloat("PROXYPOOL_REFRESH_INTERVAL", 30.0)
         self.quarantine = s.getfloat("PROXYPOOL_QUARANTINE", 60.0)
         self.ban_statuses = {int(x) for x in s.getlist("PROXYPOOL_BAN_STATUS", [403, 429])}
         self.max_retries = s.getint("PROXYPOOL_MAX_RETRIES", 20)
-        self.backoff = Backoff(
-            s.getfloat("PROXYPOOL_BACKOFF_BASE", 0.5), s.getfloat("PROXYPOOL_BACKOFF_MAX", 30.0)
-        )
         if self.batch_size < 1:
             raise ValueError(f"PROXYPOOL_BATCH_SIZE must be >= 1, got {self.batch_size}")
         self.proxies: list[str] = []
