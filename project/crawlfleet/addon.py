@@ -12,7 +12,9 @@ fleet: ``REDIS_URL``, ``PROXYPOOL_URL``, ``PROXYPOOL_API_KEY``, ``ACCOUNTPOOL_UR
 
 Priorities follow Scrapy's: the add-on sets everything at ``addon`` priority, so whatever the
 project (or the spider, or ``-s``) set explicitly keeps its value; a component the project already
-lists at any position stays where it is. A component whose URL is empty in both the settings and
+lists at any position stays where it is. On the fleet (``crawlfleet.fleetsettings`` sets
+``FLEET_ENVIRONMENT_WINS``) the worker environment's values win over the project's, just below
+the spider's ``custom_settings`` and ``-s``. A component whose URL is empty in both the settings and
 the environment is left out, with one logged line saying why (no Redis URL: the whole frontier is
 off and Scrapy's own scheduler runs, so the project still crawls alone).
 """
@@ -33,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["COMPONENTS", "ENVIRONMENT", "Fleet"]
 
-# Worker environment variables read into the settings of the same name (DESIGN §3).
+# Worker environment variables read into the settings of the same name (docs/design.md, Contracts).
 ENVIRONMENT = (
     "REDIS_URL",
     "PROXYPOOL_URL",
@@ -86,10 +88,14 @@ class Fleet:
         return cls()
 
     def update_settings(self, settings: BaseSettings) -> None:
+        # On the fleet (crawlfleet.fleetsettings) the worker environment is the deployment's
+        # word: it overrides what the project wrote for its developers' machines.
+        environment_wins = settings.getbool("FLEET_ENVIRONMENT_WINS")
+        priority = get_settings_priority("project") + 1 if environment_wins else _ADDON
         for name in ENVIRONMENT:
             value = self.environ.get(name, "").strip()
-            if value and not _explicit(settings, name):
-                settings.set(name, value, _ADDON)
+            if value and (environment_wins or not _explicit(settings, name)):
+                settings.set(name, value, priority)
         if not settings.get("REDIS_URL"):
             logger.warning(
                 "crawlfleet: REDIS_URL is not set (settings or environment); the frontier, the "

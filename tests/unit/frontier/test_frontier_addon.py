@@ -96,3 +96,30 @@ def test_scrapy_loads_it_from_addons() -> None:
     )
     crawler._apply_settings()
     assert crawler.settings["SCHEDULER"] == "crawlfleet.frontier.scheduler.Scheduler"
+
+
+def test_on_the_fleet_the_environment_wins_over_the_project() -> None:
+    project = {"REDIS_URL": "redis://127.0.0.1:6379/0", "FLEET_ENVIRONMENT_WINS": True}
+    settings = _applied(project, FLEET_ENV)
+    assert settings["REDIS_URL"] == FLEET_ENV["REDIS_URL"]
+    assert settings.getpriority("REDIS_URL") == 21  # above the project, below the spider
+    settings.set("REDIS_URL", "redis://other:6379/0", "cmdline")
+    assert settings["REDIS_URL"] == "redis://other:6379/0"  # -s still wins
+
+
+def test_fleet_settings_take_the_project_module_and_add_the_addon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the module applies CRAWLFLEET_PROJECT_SETTINGS when imported, as Scrapy imports it
+    monkeypatch.setenv("CRAWLFLEET_PROJECT_SETTINGS", "bookcrawler.settings")
+    from crawlfleet.fleetsettings import FleetSettingsError, project_settings
+
+    values = project_settings("bookcrawler.settings")
+    assert values["BOT_NAME"] == "bookcrawler"
+    assert values["ADDONS"] == {"crawlfleet.addon.Fleet": 0}
+    assert values["FLEET_ENVIRONMENT_WINS"] is True
+    assert not any(name.startswith("_") or not name.isupper() for name in values)
+    with pytest.raises(FleetSettingsError, match="CRAWLFLEET_PROJECT_SETTINGS is not set"):
+        project_settings("")
+    with pytest.raises(FleetSettingsError, match=r"'nosuch\.settings' does not import"):
+        project_settings("nosuch.settings")
