@@ -268,7 +268,7 @@ class LabCrawl:
 
 @contextlib.contextmanager
 def worker_added(name: str, address: str) -> Iterator[None]:
-    """inventory/hosts.yml with one more host in `crawlers` (README, "Adding a worker"); the
+    """inventory/hosts.yml with one more host in `crawlers` (docs/deploy.md, "Adding a worker"); the
     file is restored afterwards. The Vagrantfile reads the same file, so `vagrant up NAME` works."""
     hosts = ROOT / "inventory/hosts.yml"
     original = hosts.read_text()

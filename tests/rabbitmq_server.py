@@ -101,10 +101,9 @@ class RabbitServer:
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                raise RuntimeError(
-                    "rabbitmq-server exited while booting:\n"
-                    + (self.workdir / "server.out").read_text()[-2000:]
-                )
+                output = (self.workdir / "server.out").read_text()[-2000:]
+                error = PortTaken if "eaddrinuse" in output else RuntimeError
+                raise error("rabbitmq-server exited while booting:\n" + output)
             try:
                 pika.BlockingConnection(params).close()
                 return
@@ -154,7 +153,20 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has let go of everything
 
 
-def start_rabbitmq(workdir: Path) -> RabbitServer:
-    server = RabbitServer(workdir)
-    server.start()
-    return server
+class PortTaken(RuntimeError):
+    """The broker found one of its free ports taken by the time it bound it (a busy machine)."""
+
+
+def start_rabbitmq(workdir: Path, attempts: int = 3) -> RabbitServer:
+    """A booted broker; a port another process took between choosing and binding it is chosen
+    again (a free port is only free until somebody binds it, and parallel work binds many)."""
+    for attempt in range(attempts):
+        server = RabbitServer(workdir)
+        try:
+            server.start()
+            return server
+        except PortTaken:
+            server.close()
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")

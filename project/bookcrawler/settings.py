@@ -1,6 +1,6 @@
 """Scrapy settings of the book crawl; deployment values come from the worker environment.
 
-The environment (DESIGN.md §3, rendered by Ansible into /etc/crawlfleet/crawler.env):
+The environment (docs/design.md, Contracts; rendered by Ansible into /etc/crawlfleet/crawler.env):
 ``REDIS_URL``, ``PROXYPOOL_URL``, ``PROXYPOOL_API_KEY``, ``ACCOUNTPOOL_URL``,
 ``ACCOUNTPOOL_API_KEY``, ``BOOK_SITE_URL``. A pool whose URL is empty disables its middleware
 (Scrapy logs "Disabled …: PROXYPOOL_URL is not set"). With the inventory's

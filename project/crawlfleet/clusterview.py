@@ -5,7 +5,7 @@ always agree. Per spider it costs two pipelined round trips (fixed keys and the 
 per-worker keys), plus two for the Bloom filter; spiders are discovered with a bounded ``SCAN``
 for the ``<spider>:frontier`` hashes every worker writes at start (never ``KEYS``).
 
-Where the numbers come from (keys in the README (frontier, operators sections)):
+Where the numbers come from (keys: docs/reference/redis-keys.md):
 
 * frontier keys: queue, leases, worker registry and heartbeats, cluster and per-worker counters,
   failed and dead-letter lists, start URLs, the seeding flag;
@@ -32,7 +32,7 @@ import redis
 
 from crawlfleet.frontier.bloom import DEFAULT_KEY as BLOOM_KEY
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
-from crawlfleet.redisconn import mask_url
+from crawlfleet.redisconn import mask_secrets, mask_url, url_secrets
 
 SCHEMA_VERSION = 1
 # Bounds of spider discovery: SCAN batch size and the most spiders reported.
@@ -45,7 +45,7 @@ HISTORY = 3600.0
 RATE_SAMPLES = 200
 POOL_TIMEOUT = 2.0
 
-# Frontier counters reported per spider and per worker (README, frontier section, <spider>:stats).
+# Frontier counters reported per spider and per worker (docs/reference/redis-keys.md).
 FRONTIER_COUNTERS = (
     "scheduler/enqueued",
     "scheduler/dequeued",
@@ -238,6 +238,10 @@ def _count_of(url: str, api_key: str, parse: Any) -> dict[str, Any]:
         entry["error"] = f"{type(exc).__name__}: {exc}"
     except (ValueError, KeyError, TypeError) as exc:
         entry["error"] = f"unexpected answer: {exc}"
+    if entry["error"]:
+        # A pool's reply or an exception may echo the key or the URL's credentials.
+        error = entry["error"].replace(url, entry["url"])
+        entry["error"] = mask_secrets(error, (api_key, *url_secrets(url)))
     return entry
 
 

@@ -1,7 +1,7 @@
 """Lab benchmark: how long the appliance takes to deploy and how the crawl scales with worker hosts.
 
 From a destroyed lab: `vagrant up` (machines + site.yml, the fresh converge), an idempotent
-re-run of site.yml, adding a worker `d` with `--limit d` (README, "Adding a worker"), then the
+re-run of site.yml, adding a worker `d` with `--limit d` (docs/deploy.md), then the
 book crawl with 1, 2 and 3 worker hosts (one process each) against a demo site that answers
 every request after a fixed latency and bans nobody, so that one worker is bound by latency
 and concurrency rather than by this machine's two cores. Scaling efficiency = pages/s with N

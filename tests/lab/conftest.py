@@ -25,6 +25,7 @@ MODULE_ORDER = [
     "test_lab_inventory_check",
     "test_lab_hosts",
     "test_lab_roles",
+    "test_lab_privileges",
     "test_lab_preflight",
     "test_lab_crawl",
     "test_lab_serialization",

@@ -1,6 +1,6 @@
 """The book crawl on the lab, end to end: workers b and c crawl the demo site through the proxy
 pool's proxies with the account pool's tokens (one of them with its clock hours ahead), and the
-drills of DESIGN §4 — a worker killed, every worker stopped and started, the hub's Redis
+drills of docs/design.md — a worker killed, every worker stopped and started, the hub's Redis
 restarted, a rolling restart — lose nothing. Each test asserts on the exported items and on the
 hub's Redis, never on log lines."""
 
@@ -24,7 +24,7 @@ def start_workers(crawl: LabCrawl, hosts: tuple[str, ...] = WORKERS) -> None:
 def test_the_book_crawl_collects_every_book_once_with_both_workers(
     crawl: LabCrawl, catalogue_ids: set[str]
 ) -> None:
-    # Started the way the README says, with the crawl playbook (it checks the hub first). b's
+    # Started the way docs/deploy.md says, with the crawl playbook (it checks the hub first). b's
     # worker runs with its clock three hours ahead: leases and heartbeats use the hub's clock.
     with clock_ahead(crawl, "b", "+3h"):
         crawl.crawl_playbook("start")

@@ -41,10 +41,10 @@ def test_check_diff_on_the_converged_cluster_reports_no_change_and_no_error(lab:
 
 
 def test_the_worker_environment_runs_the_book_spider(lab: Lab) -> None:
-    # What crawler@book-N runs: scrapy in the release, with crawler.env, as the service user.
+    # What crawler@book-N runs: scrapy in the release, with crawler.env, as the workers' account.
     command = (
-        "sudo -u crawlfleet sh -c 'set -a; . /etc/crawlfleet/crawler.env; cd /var/lib/crawlfleet;"
-        " exec /opt/crawlfleet/venv/bin/scrapy list'"
+        "sudo -u crawlfleet-crawler sh -c 'set -a; . /etc/crawlfleet/crawler.env;"
+        " cd /var/lib/crawlfleet; exec /opt/crawlfleet/venv/bin/scrapy list'"
     )
     assert lab.ssh(WORKER, command).stdout.split() == ["book"]
     unit = lab.ssh(WORKER, "systemctl cat crawler@book-1.service").stdout

@@ -1,4 +1,4 @@
-"""Scaling out as the README says: a fourth machine `d` is added to inventory/hosts.yml (the
+"""Scaling out as docs/deploy.md says: a fourth machine `d` is added to inventory/hosts.yml (the
 Vagrantfile follows the inventory), brought up, configured alone with `--limit d` — which also
 lets it through the hub's firewall — and its workers join a crawl that is already running."""
 
@@ -43,7 +43,7 @@ def test_a_machine_added_with_limit_joins_the_running_crawl(
     # The hub does not know d yet.
     assert tcp_probe(lab, NEW, hub, [6379]) == {6379: "timeout"}
 
-    # README, "Adding a worker": refresh the hub's facts, then configure d alone.
+    # docs/deploy.md, "Adding a worker": refresh the hub's facts, then configure d alone.
     run(
         ["ansible", "-i", "inventory", "redis:proxypool:accountpool", "-m", "ansible.builtin.setup"]
     )

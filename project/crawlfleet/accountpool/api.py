@@ -4,20 +4,22 @@
 expects), chosen in Redis by rank among the credentials still valid for ``min_ttl`` seconds.
 Every endpoint except ``/health`` and ``/metrics`` requires ``X-API-Key`` when a key is
 configured; ``POST /<site>/accounts`` and ``DELETE /<site>/accounts/<username>`` always
-require one (passwords never travel unauthenticated). Errors are JSON ``{"error": "..."}``.
+require one (passwords never travel unauthenticated). A username may contain ``/``: the
+delete route takes the rest of the path (``/<site>/accounts/team/alice`` or ``team%2Falice``).
+Errors are JSON ``{"error": "..."}``, one line: a Redis failure (down, frozen past the
+deadline, a key of the wrong type, named) is a 503; the shared request guard
+(``crawlfleet.service.http``) checks Host, cross-site writes and body size first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -25,8 +27,10 @@ from starlette.routing import Route
 
 from crawlfleet.accountpool.accounts import parse_accounts_json
 from crawlfleet.accountpool.metrics import CONTENT_TYPE, Metrics, Snapshot
-from crawlfleet.accountpool.store import AccountStore
-from crawlfleet.redisconn import mask_url
+from crawlfleet.accountpool.store import AccountStore, Keys
+from crawlfleet.redisconn import mask_url, redis_location
+from crawlfleet.service.http import GuardPolicy, install_guard, parse_json
+from crawlfleet.service.redisfail import RedisFailure, RedisGuard
 
 MAX_BODY_BYTES = 1 << 20
 
@@ -49,26 +53,28 @@ def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status)
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _read_body(request: Request) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise _BodyTooLarge
-    chunks = bytearray()
-    async for chunk in request.stream():
-        chunks += chunk
-        if len(chunks) > MAX_BODY_BYTES:
-            raise _BodyTooLarge
-    return bytes(chunks)
+def _key_types(sites: Sequence[str]) -> dict[str, str]:
+    """Every per-site key the handlers touch, with its Redis type (see ``store``)."""
+    types: dict[str, str] = {}
+    for site in sites:
+        keys = Keys(site)
+        for name in ("accounts", "failures", "reason", "credentials", "tokens", "stats", "status"):
+            types[getattr(keys, name)] = "hash"
+        types[keys.parked] = "zset"
+        types[keys.expiry] = "zset"
+    return types
 
 
 class AccountPoolApi:
     def __init__(self, state: ApiState) -> None:
         self.state = state
         self.masked_url = mask_url(state.redis_url)
+        self.redis = RedisGuard(
+            state.store.redis,
+            self.masked_url,
+            unreachable="Redis unavailable at {where}: {error}",
+            expected_types=lambda: _key_types(state.sites),
+        )
         routes = [
             Route("/health", self._counted("health", self.health, auth=False)),
             Route("/metrics", self._counted("metrics", self.metrics, auth=False)),
@@ -80,7 +86,7 @@ class AccountPoolApi:
                 methods=["POST"],
             ),
             Route(
-                "/{site}/accounts/{username}",
+                "/{site}/accounts/{username:path}",
                 self._counted("accounts", self._for_site(self.delete_account)),
                 methods=["DELETE"],
             ),
@@ -91,6 +97,15 @@ class AccountPoolApi:
             ),
         ]
         self.app = Starlette(routes=routes)
+        install_guard(
+            self.app,
+            GuardPolicy(
+                error=_error,
+                max_body=MAX_BODY_BYTES,
+                key_header="X-API-Key",
+                api_key_required=state.api_key is not None,
+            ),
+        )
 
     # --- wrappers -------------------------------------------------------------------------
 
@@ -112,10 +127,11 @@ class AccountPoolApi:
             if problem is not None:
                 response: Response = _error(401, problem)
             else:
+                await request.body()  # read (and bounded) before the Redis deadline starts
                 try:
-                    response = await handler(request)
-                except (RedisError, OSError) as exc:
-                    response = _error(503, f"Redis unavailable at {self.masked_url}: {exc}")
+                    response = await self.redis.run(lambda: handler(request))
+                except RedisFailure as exc:
+                    response = _error(503, str(exc))
             self.state.metrics.requests.labels(endpoint, str(response.status_code)).inc()
             return response
 
@@ -176,13 +192,9 @@ class AccountPoolApi:
         if refused is not None:
             return refused
         try:
-            body = await _read_body(request)
-        except _BodyTooLarge:
-            return _error(413, f"body larger than {MAX_BODY_BYTES} bytes")
-        try:
-            data = json.loads(body)
-        except ValueError:
-            return _error(400, "body must be JSON")
+            data = parse_json(await request.body())
+        except ValueError as exc:
+            return _error(400, f"body must be JSON ({exc})")
         try:
             good, errors = parse_accounts_json(data)
         except ValueError as exc:
@@ -205,14 +217,11 @@ class AccountPoolApi:
         return JSONResponse({"site": site, "removed": username})
 
     async def report(self, request: Request, site: str) -> Response:
-        try:
-            body = await _read_body(request)
-        except _BodyTooLarge:
-            return _error(413, f"body larger than {MAX_BODY_BYTES} bytes")
+        body = await request.body()
         token: object
         if request.headers.get("content-type", "").startswith("application/json"):
             try:
-                data = json.loads(body)
+                data = parse_json(body)
             except ValueError:
                 return _error(400, 'body must be JSON {"token": "..."} or the token as text')
             token = data.get("token") if isinstance(data, dict) else None
@@ -226,40 +235,50 @@ class AccountPoolApi:
             self._wake()
         return JSONResponse({"site": site, "removed": user is not None})
 
+    async def _site_health(self) -> dict[str, object]:
+        await self.state.store.redis.ping()
+        valid_until = time.time() + self.state.min_ttl
+        sites: dict[str, object] = {}
+        for site in self.state.sites:
+            counts = await self.state.store.counts(site, valid_until)
+            sites[site] = {
+                "accounts": counts.accounts,
+                "valid": counts.valid,
+                **await self.state.store.status(site),
+            }
+        return sites
+
     async def health(self, request: Request) -> Response:
+        # Unauthenticated: Redis is named by host, port and database only, never the URL.
+        location = redis_location(self.state.redis_url)
         try:
-            await self.state.store.redis.ping()
-            valid_until = time.time() + self.state.min_ttl
-            sites: dict[str, object] = {}
-            for site in self.state.sites:
-                counts = await self.state.store.counts(site, valid_until)
-                sites[site] = {
-                    "accounts": counts.accounts,
-                    "valid": counts.valid,
-                    **await self.state.store.status(site),
-                }
-        except (RedisError, OSError) as exc:
+            sites = await self.redis.run(self._site_health)
+        except RedisFailure as exc:
             return JSONResponse(
                 {
                     "status": "unavailable",
-                    "error": f"Redis unavailable at {self.masked_url}: {exc}",
-                    "redis": {"url": self.masked_url, "ok": False},
+                    "error": str(exc).replace(self.masked_url, location),
+                    "redis": {"url": location, "ok": False},
                 },
                 status_code=503,
             )
         return JSONResponse(
-            {"status": "ok", "redis": {"url": self.masked_url, "ok": True}, "sites": sites}
+            {"status": "ok", "redis": {"url": location, "ok": True}, "sites": sites}
         )
 
     async def metrics(self, request: Request) -> Response:
         snapshot = Snapshot()
-        try:
+
+        async def read() -> None:
             valid_until = time.time() + self.state.min_ttl
             for site in self.state.sites:
                 snapshot.counts[site] = await self.state.store.counts(site, valid_until)
                 snapshot.counters[site] = await self.state.store.counters(site)
             snapshot.redis_up = True
-        except (RedisError, OSError):
+
+        try:
+            await self.redis.run(read)
+        except RedisFailure:
             snapshot = Snapshot()  # partial numbers would look like a drop to zero
         return Response(self.state.metrics.render(snapshot), media_type=CONTENT_TYPE)
 

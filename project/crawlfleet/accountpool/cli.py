@@ -2,8 +2,10 @@
 
 ``serve`` runs the HTTP API with the generator and tester loops in one process; ``generate``
 and ``test`` run one loop alone (or one cycle with ``--once``); ``import`` reads
-``user:password`` lines from a file or stdin; ``keygen`` prints a new secret key. Bad
-configuration exits with status 1 and one line on stderr; usage errors exit with status 2.
+``user:password`` lines from a file or stdin; ``keygen`` prints a new secret key. Exit status
+as for every hub service (``crawlfleet.service.options``): 0 when done, 1 when the service
+cannot run (Redis unreachable, the port taken, an unreadable import file, skipped lines), 2 on
+bad configuration or usage (a wrong password or secret key included), one line on stderr.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from types import FrameType
 from typing import IO
-from urllib.parse import urlsplit
 
 import httpx
 import uvicorn
@@ -42,7 +43,9 @@ from crawlfleet.accountpool.logs import setup_logging
 from crawlfleet.accountpool.periodic import repeat
 from crawlfleet.accountpool.store import AccountStore, connect
 from crawlfleet.accountpool.tester import Tester
-from crawlfleet.redisconn import mask_url
+from crawlfleet.redisconn import has_credentials, mask_url
+from crawlfleet.service.http import server_options
+from crawlfleet.service.options import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, ServiceFailure
 
 PROG = "crawlfleet accountpool"
 log = logging.getLogger("crawlfleet.accountpool")
@@ -139,7 +142,7 @@ async def check_redis(store: AccountStore, url: str, *, required: bool) -> None:
         if store.box is not None:
             await store.verify_key()
     except AuthenticationError:
-        if urlsplit(url).password is None:
+        if not has_credentials(url):
             raise ConfigError(
                 f"Redis at {mask_url(url)} needs a valid password (REDIS_URL has none)"
             ) from None
@@ -151,7 +154,9 @@ async def check_redis(store: AccountStore, url: str, *, required: bool) -> None:
         ) from None
     except (RedisError, OSError) as exc:
         if required:
-            raise ConfigError(f"cannot reach Redis at {mask_url(url)} (REDIS_URL): {exc}") from None
+            raise ServiceFailure(
+                f"cannot reach Redis at {mask_url(url)} (REDIS_URL): {exc}"
+            ) from None
         log.warning(
             "Redis at %s unreachable at start (%s); serving 503 until it answers",
             mask_url(url),
@@ -183,7 +188,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        raise ServiceFailure(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     return sock
 
 
@@ -227,6 +232,7 @@ async def serve(settings: Settings, run_generator: bool, run_tester: bool) -> in
                     access_log=False,
                     server_header=False,
                     lifespan="off",
+                    **server_options(),
                 )
             )
             tasks = []
@@ -308,7 +314,8 @@ async def run_loop(settings: Settings, which: str, once: bool, site: str | None)
                 try:
                     await cycle()
                 except (RedisError, OSError) as exc:
-                    raise ConfigError(f"Redis at {mask_url(settings.redis_url)}: {exc}") from None
+                    where = mask_url(settings.redis_url)
+                    raise ServiceFailure(f"Redis at {where}: {exc}") from None
             else:
                 await _until_signal(
                     repeat(which, cycle, interval=interval, log=log, redis_url=settings.redis_url)
@@ -328,7 +335,7 @@ async def import_accounts(settings: Settings, site: str, path: str, out: IO[str]
             with open(path, "rb") as handle:
                 good, problems = parse_account_lines(handle)
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise ServiceFailure(f"cannot read {path}: {exc.strerror}") from None
     for problem in problems:
         print(f"{PROG} import: skipped {problem}", file=sys.stderr)
     store = AccountStore(make_redis(settings.redis_url), settings.box)
@@ -337,7 +344,7 @@ async def import_accounts(settings: Settings, site: str, path: str, out: IO[str]
         try:
             added, updated = await store.add_accounts(site, good)
         except (RedisError, OSError) as exc:
-            raise ConfigError(f"Redis at {mask_url(settings.redis_url)}: {exc}") from None
+            raise ServiceFailure(f"Redis at {mask_url(settings.redis_url)}: {exc}") from None
     finally:
         await store.redis.aclose()
     print(
@@ -353,10 +360,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.command is None:
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_CONFIG
     if args.command == "keygen":
         print(generate_key())
-        return 0
+        return EXIT_OK
     try:
         settings = settings_from_args(args)
         setup_logging(settings.log_level, settings.log_format)
@@ -367,7 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(import_accounts(settings, args.site, args.file, sys.stdout))
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_CONFIG
+    except ServiceFailure as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

@@ -2,31 +2,43 @@
 
 Secrets never come from flags (a process list would show them): the Fernet key comes from
 ``ACCOUNTPOOL_SECRET_KEY`` or a key file, the API key from ``ACCOUNTPOOL_API_KEY`` or a key
-file. Every problem is a ``ConfigError`` whose one-line message names the flag or variable.
+file. Every problem is a ``ConfigError`` whose one-line message names the flag or variable
+(exit status 2). Integers are digits only (``--port 1e3`` is refused) and every number has a
+range (``RANGES``): ``--concurrency`` at most 1000 logins or checks per site, timeouts at most
+an hour, intervals and token margins at most a day, the back-off at most a week. The API key
+follows ``crawlfleet.service.secrets``: at least 16 characters, required off loopback.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
-from urllib.parse import urlsplit
 
 from crawlfleet.accountpool.adapters import SiteAdapter, build_adapter
 from crawlfleet.accountpool.crypto import PasswordBox, SecretKeyError
 from crawlfleet.accountpool.sites import SiteConfigError, load_sites, parse_site_urls
-from crawlfleet.redisconn import mask_url
+from crawlfleet.redisconn import RedisUrlError, validate_url
+from crawlfleet.service import secrets
+from crawlfleet.service.options import ConfigError, parse_int, parse_number
+from crawlfleet.service.secrets import ApiKeyNames
 
+__all__ = ["OPTIONS", "ConfigError", "Settings", "settings_from_args"]
 DEFAULT_PORT = 6777
-MIN_API_KEY_LENGTH = 16
-
-
-class ConfigError(ValueError):
-    """Configuration that cannot work; one line naming the flag or environment variable."""
+KEY_NAMES = ApiKeyNames("ACCOUNTPOOL")
+DAY = 86_400.0
+# Bounds of every number: (lowest, highest, lowest excluded).
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "--timeout": (0, 3600, True),
+    "--generate-interval": (0, DAY, True),
+    "--test-interval": (0, DAY, True),
+    "--refresh-before": (0, DAY, False),
+    "--min-ttl": (0, DAY, False),
+    "--backoff-base": (0, DAY, True),
+    "--backoff-max": (0, 7 * DAY, True),
+}
+MAX_CONCURRENCY = 1000
 
 
 @dataclass(frozen=True)
@@ -65,7 +77,9 @@ OPTIONS: dict[str, Option] = {
         Option("--log-level", "ACCOUNTPOOL_LOG_LEVEL", "info", "debug, info, warning or error"),
         Option("--log-format", "ACCOUNTPOOL_LOG_FORMAT", "json", "json or text (key=value)"),
         Option("--host", "ACCOUNTPOOL_HOST", "127.0.0.1", "address the API listens on"),
-        Option("--port", "ACCOUNTPOOL_PORT", str(DEFAULT_PORT), "port the API listens on"),
+        Option(
+            "--port", "ACCOUNTPOOL_PORT", str(DEFAULT_PORT), "port the API listens on (1-65535)"
+        ),
         Option(
             "--api-key-file",
             "ACCOUNTPOOL_API_KEY_FILE",
@@ -80,9 +94,17 @@ OPTIONS: dict[str, Option] = {
             "listen on a non-loopback address without an API key (not recommended)",
         ),
         Option(
-            "--concurrency", "ACCOUNTPOOL_CONCURRENCY", "8", "logins or checks in flight per site"
+            "--concurrency",
+            "ACCOUNTPOOL_CONCURRENCY",
+            "8",
+            "logins or checks in flight per site (1-1000)",
         ),
-        Option("--timeout", "ACCOUNTPOOL_TIMEOUT", "10", "HTTP timeout of a login or check (s)"),
+        Option(
+            "--timeout",
+            "ACCOUNTPOOL_TIMEOUT",
+            "10",
+            "HTTP timeout of a login or check (s, at most 3600)",
+        ),
         Option(
             "--generate-interval",
             "ACCOUNTPOOL_GENERATE_INTERVAL",
@@ -111,7 +133,12 @@ OPTIONS: dict[str, Option] = {
             "60",
             "first back-off after a failed login (s); doubles per failure",
         ),
-        Option("--backoff-max", "ACCOUNTPOOL_BACKOFF_MAX", "3600", "longest login back-off (s)"),
+        Option(
+            "--backoff-max",
+            "ACCOUNTPOOL_BACKOFF_MAX",
+            "3600",
+            "longest login back-off (s, at most 604800: a week)",
+        ),
     )
 }
 
@@ -125,54 +152,26 @@ def _names(flag: str) -> str:
     return f"{flag}/{OPTIONS[flag].env}"
 
 
-def _truthy(value: str, flag: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("", "0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{_names(flag)} must be true or false, got {value!r}")
-
-
-def _number(value: str, flag: str, minimum: float, *, strict: bool = False) -> float:
+def _number(value: str, flag: str) -> float:
+    low, high, above = RANGES[flag]
     try:
-        number = float(value)
-    except ValueError:
-        raise ConfigError(f"{_names(flag)} must be a number, got {value!r}") from None
-    if not math.isfinite(number) or number < minimum or (strict and number == minimum):
-        op = ">" if strict else ">="
-        raise ConfigError(f"{_names(flag)} must be {op} {minimum:g}, got {value!r}")
-    return number
+        return parse_number(value, low, high, above=above, unit=" seconds")
+    except ValueError as exc:
+        raise ConfigError(f"{_names(flag)} {exc}, got {value[:40]!r}") from None
+
+
+def _int(value: str, flag: str, low: int, high: int) -> int:
+    try:
+        return parse_int(value, low, high)
+    except ValueError as exc:
+        raise ConfigError(f"{_names(flag)} {exc}, got {value[:40]!r}") from None
 
 
 def read_secret(
     env_name: str, file_flag: str, file_path: str, environ: Mapping[str, str]
 ) -> tuple[str, str] | None:
     """(secret, where it came from) from the variable or the file; None if neither is set."""
-    direct = environ.get(env_name, "")
-    if direct and file_path:
-        raise ConfigError(f"set only one of {env_name} and {_names(file_flag)}")
-    if direct:
-        return direct.strip(), env_name
-    if not file_path:
-        return None
-    try:
-        text = Path(file_path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"{_names(file_flag)}: cannot read {file_path}: {reason}") from None
-    if not text:
-        raise ConfigError(f"{_names(file_flag)}: {file_path} is empty")
-    return text, f"{file_flag} {file_path}"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return secrets.read_secret(env_name, _names(file_flag), file_path, environ)
 
 
 @dataclass(frozen=True)
@@ -199,12 +198,10 @@ def settings_from_args(
     args: argparse.Namespace, environ: Mapping[str, str] = os.environ
 ) -> Settings:
     """Validate the parsed flags (whose defaults already came from ``environ``)."""
-    redis_url: str = args.redis_url
-    if urlsplit(redis_url).scheme not in ("redis", "rediss", "unix"):
-        raise ConfigError(
-            f"{_names('--redis-url')} must look like redis://[:password@]host:port/db, "
-            f"got {mask_url(redis_url)!r}"
-        )
+    try:
+        redis_url = validate_url(args.redis_url, _names("--redis-url"))
+    except RedisUrlError as exc:
+        raise ConfigError(str(exc)) from None
     log_level = args.log_level.lower()
     if log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"{_names('--log-level')} must be debug, info, warning or error")
@@ -238,16 +235,14 @@ def settings_from_args(
     if args.command in ("serve", "generate", "test"):
         settings = replace(
             settings,
-            concurrency=int(_number(args.concurrency, "--concurrency", 1)),
-            timeout=_number(args.timeout, "--timeout", 0, strict=True),
-            generate_interval=_number(
-                args.generate_interval, "--generate-interval", 0, strict=True
-            ),
-            test_interval=_number(args.test_interval, "--test-interval", 0, strict=True),
-            refresh_before=_number(args.refresh_before, "--refresh-before", 0),
-            min_ttl=_number(args.min_ttl, "--min-ttl", 0),
-            backoff_base=_number(args.backoff_base, "--backoff-base", 0, strict=True),
-            backoff_max=_number(args.backoff_max, "--backoff-max", 0, strict=True),
+            concurrency=_int(args.concurrency, "--concurrency", 1, MAX_CONCURRENCY),
+            timeout=_number(args.timeout, "--timeout"),
+            generate_interval=_number(args.generate_interval, "--generate-interval"),
+            test_interval=_number(args.test_interval, "--test-interval"),
+            refresh_before=_number(args.refresh_before, "--refresh-before"),
+            min_ttl=_number(args.min_ttl, "--min-ttl"),
+            backoff_base=_number(args.backoff_base, "--backoff-base"),
+            backoff_max=_number(args.backoff_max, "--backoff-max"),
         )
         if settings.refresh_before < settings.min_ttl:
             raise ConfigError(
@@ -257,25 +252,8 @@ def settings_from_args(
         if settings.backoff_max < settings.backoff_base:
             raise ConfigError(f"{_names('--backoff-max')} must be >= {_names('--backoff-base')}")
     if args.command == "serve":
-        port = int(_number(args.port, "--port", 1))
-        if port > 65535:
-            raise ConfigError(f"{_names('--port')} must be 1..65535, got {args.port!r}")
-        api_key = read_secret("ACCOUNTPOOL_API_KEY", "--api-key-file", args.api_key_file, environ)
-        if api_key is not None and len(api_key[0]) < MIN_API_KEY_LENGTH:
-            raise ConfigError(
-                f"the API key from {api_key[1]} is too short: use at least "
-                f"{MIN_API_KEY_LENGTH} characters"
-            )
-        allow_open = (
-            _truthy(environ.get("ACCOUNTPOOL_INSECURE_NO_API_KEY", ""), "--insecure-no-api-key")
-            or args.insecure_no_api_key
-        )
-        if api_key is None and not is_loopback(args.host) and not allow_open:
-            raise ConfigError(
-                f"refusing to listen on {args.host} without an API key: set ACCOUNTPOOL_API_KEY "
-                f"or {_names('--api-key-file')}, or pass --insecure-no-api-key"
-            )
-        settings = replace(
-            settings, host=args.host, port=port, api_key=api_key[0] if api_key else None
-        )
+        port = _int(args.port, "--port", 1, 65535)
+        allowed = secrets.insecure_allowed(KEY_NAMES, args.insecure_no_api_key, environ)
+        api_key = secrets.api_key(KEY_NAMES, args.api_key_file, environ, args.host, allowed)
+        settings = replace(settings, host=args.host, port=port, api_key=api_key)
     return settings

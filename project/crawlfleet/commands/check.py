@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import redis
@@ -42,7 +42,14 @@ from crawlfleet.commands.opsargs import (
     pool_config,
     run_guarded,
 )
-from crawlfleet.redisconn import RedisConfigError, get_redis, mask_url
+from crawlfleet.redisconn import (
+    RedisConfigError,
+    get_redis,
+    has_credentials,
+    mask_secrets,
+    mask_url,
+    url_secrets,
+)
 
 DEFAULT_TIMEOUT = 5.0
 # The probe key expires by itself should the DEL never run (the process killed in between).
@@ -104,10 +111,7 @@ def quote(text: str, secrets: Iterable[str]) -> str:
 
     Our own phrases never contain a secret; only quoted text could (a server echoing input).
     """
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    return mask_secrets(text, secrets)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -155,11 +159,11 @@ def redis_cause(
     exc: BaseException, url: str, timeout: float, host: str, secrets: Iterable[str] = ()
 ) -> str:
     """Why the connection, AUTH or PING failed, in words an operator can act on."""
-    text = quote(str(exc), [*secrets, *_passwords(url)])
+    text = quote(str(exc), [*secrets, *url_secrets(url)])
     if isinstance(exc, redis.AuthenticationError) or any(
         word in text for word in ("NOAUTH", "WRONGPASS")
     ):
-        if any(_passwords(url)):
+        if has_credentials(url):
             return "wrong password (REDIS_URL)"
         return "wrong password (REDIS_URL): Redis requires one and the URL has none"
     found = network_cause(
@@ -172,19 +176,10 @@ def redis_cause(
     return f"cannot talk to Redis: {type(exc).__name__}: {text}"
 
 
-def _passwords(url: str) -> tuple[str, str]:
-    """The password of ``url`` as written and decoded (empty strings when there is none)."""
-    try:
-        raw = urlsplit(url).password or ""
-    except ValueError:
-        return "", ""
-    return raw, unquote(raw)
-
-
 def check_redis(
     client: redis.Redis, url: str, timeout: float, host: str, secrets: Iterable[str] = ()
 ) -> CheckResult:
-    secrets = [*secrets, *_passwords(url)]
+    secrets = [*secrets, *url_secrets(url)]
     target = mask_url(url)
     start = time.perf_counter()
 
@@ -374,11 +369,6 @@ def _run(args: argparse.Namespace) -> int:
     if not url:
         raise UsageError("no Redis URL: pass --redis-url or set REDIS_URL")
     try:
-        # mask_url and redis-py read the port; one that is no number is bad usage, said here.
-        urlsplit(url).port  # noqa: B018
-    except ValueError as exc:
-        raise UsageError(f"invalid REDIS_URL: {exc}") from None
-    try:
         # No retries: the check reports the first failure at once, within its timeout.
         client = get_redis(
             url,
@@ -399,7 +389,7 @@ def _run(args: argparse.Namespace) -> int:
 
     host = socket.gethostname()
     # Every secret of this run is masked in any text quoted from a server or an exception.
-    secrets = (*_passwords(url), config.proxypool_api_key, config.accountpool_api_key)
+    secrets = (*url_secrets(url), config.proxypool_api_key, config.accountpool_api_key)
     results = [check_redis(client, url, timeout, host, secrets)]
     results += [check_pool(spec, timeout, host, secrets) for spec in pool_specs(config)]
     if args.json:

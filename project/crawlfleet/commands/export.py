@@ -3,7 +3,9 @@
 Reads the stream ``SPIDER:items`` (written by ``crawlfleet.pipelines.RedisItemsPipeline``) in
 chunks, keeps the first item of every id (at-least-once delivery can store a book twice), and
 writes the file atomically (a temporary file renamed at the end). The format follows the file
-name (``.jsonl``/``.json``/``.csv``) unless ``--format`` says otherwise.
+name (``.jsonl``/``.json``/``.csv``) unless ``--format`` says otherwise. In CSV, a text cell
+that a spreadsheet would run as a formula (it starts with ``= + - @``, a tab or a carriage
+return) gets a leading ``'`` (OWASP's rule against CSV injection); JSON lines are written as is.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from typing import Any, TextIO
 import redis
 from rich.progress import Progress
 
+from crawlfleet.commands.opsargs import check_spider, run_guarded
 from crawlfleet.redisconn import check_connection, get_redis, mask_url
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+# First characters that make a spreadsheet evaluate a CSV cell as a formula.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CHUNK = 1000
 
 
@@ -75,7 +80,12 @@ def iter_stream(client: redis.Redis, key: str) -> Iterator[tuple[str, dict[str, 
 
 
 def _cell(value: Any) -> Any:
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, list | dict) else value
+    """A CSV cell: lists and maps as JSON, formula-looking text defused with a leading quote."""
+    if isinstance(value, list | dict):
+        value = json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 class _Writer:
@@ -91,11 +101,12 @@ class _Writer:
         if self.csv is None:
             # Columns: the first item's fields; later extra fields are dropped, missing ones empty.
             self.csv = csv.DictWriter(self.out, fieldnames=list(item), extrasaction="ignore")
-            self.csv.writeheader()
+            self.csv.writer.writerow([_cell(name) for name in item])
         self.csv.writerow({k: _cell(v) for k, v in item.items()})
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
+    check_spider(args.spider)
     fmt = _format_of(args)
     if not args.redis_url:
         raise ValueError("no Redis URL: pass --redis-url or set REDIS_URL")
@@ -132,3 +143,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     print(f"wrote {written} items to {output} ({duplicates} duplicates skipped, {total} read)")
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_guarded("export", _run, args)

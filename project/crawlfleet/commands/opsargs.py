@@ -1,6 +1,7 @@
-"""Flags and helpers shared by the operator commands status, seed, pause, resume and purge.
+"""Flags and helpers shared by the operator commands (status, seed, pause, purge, export, …).
 
-Not a command itself (it is not listed in ``crawlfleet.cli.COMMANDS``).
+Not a command itself (it is not listed in ``crawlfleet.cli.COMMANDS``). :func:`check_spider` is
+the one validator of the SPIDER argument: a bad name is a one-line usage error (status 2).
 """
 
 from __future__ import annotations
@@ -24,6 +25,66 @@ REDIS_PARAMS = {"socket_timeout": 10, "socket_connect_timeout": 5, "retry": Retr
 
 class UsageError(ValueError):
     """Bad input from the operator (exit status 2); nothing has been changed."""
+
+
+# Glob characters would make SCAN MATCH <spider>:* reach other crawls' keys.
+_GLOB = set("*?[]\\")
+MAX_SPIDER_NAME = 200
+
+
+def check_spider(text: str) -> str:
+    """``text`` if it names exactly one crawl's keys; :class:`UsageError` (one line) otherwise."""
+    if not text:
+        raise UsageError("not a spider name: '' (a spider name must not be empty)")
+    if len(text) > MAX_SPIDER_NAME:
+        raise UsageError(
+            f"not a spider name: {text[:40]!r}… (at most {MAX_SPIDER_NAME} characters)"
+        )
+    if any(c in _GLOB or not c.isprintable() or c.isspace() for c in text):
+        raise UsageError(
+            f"not a spider name: {text[:80]!r} (no glob characters * ? [ ] \\, spaces or "
+            f"control characters)"
+        )
+    return text
+
+
+def non_negative_int(text: str) -> int:
+    """argparse ``type=`` of a count flag: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number >= 0, got {text[:40]!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    if str(value) != text.strip():  # "1_000", "٣"
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text[:40]!r}")
+    return value
+
+
+class IntermixedParser(argparse.ArgumentParser):
+    """A sub-command parser whose positionals may come before, between or after its options
+    (``seed adv --new URL``): argparse's intermixed parsing, used for the sub-command's part."""
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._intermixing:  # parse_known_intermixed_args calls back in here
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
+def intermixed(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make a sub-command parser (made by ``add_parser``) accept intermixed positionals."""
+    parser.__class__ = IntermixedParser
+    return parser
 
 
 def add_redis_arg(parser: argparse.ArgumentParser) -> None:

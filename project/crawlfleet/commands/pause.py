@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from crawlfleet import clusterview
-from crawlfleet.commands.opsargs import add_redis_arg, connect, run_guarded
+from crawlfleet.commands.opsargs import add_redis_arg, check_spider, connect, run_guarded
 
 
 def add_parser(subparsers: Any) -> None:
@@ -36,6 +36,7 @@ def _alive(client: Any, spider: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    check_spider(args.spider)
     client = connect(args.redis_url)
     clusterview.require_spider(client, args.spider, args.redis_url)
     key = clusterview.paused_key(args.spider)

@@ -3,6 +3,8 @@
 Keys are found with ``SCAN MATCH <spider>:*`` (never ``KEYS``) and removed with ``UNLINK`` in
 batches. A crawl with live workers is refused unless ``--force`` (they would write it again).
 A Bloom filter configured outside the ``<spider>:`` prefix (``BLOOMFILTER_KEY``) is not touched.
+Keys of any type are deleted; a ``<spider>:workers`` key that is not a sorted set (so live workers
+cannot be counted) is named and needs ``--force``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import redis
 
 from crawlfleet.clusterview import escape_glob
-from crawlfleet.commands.opsargs import UsageError, add_redis_arg, connect, run_guarded
+from crawlfleet.commands.opsargs import add_redis_arg, check_spider, connect, run_guarded
 from crawlfleet.redisconn import mask_url
 
 SCAN_COUNT = 1000
@@ -34,6 +36,22 @@ def spider_keys(client: redis.Redis, spider: str) -> list[bytes]:
     return list(client.scan_iter(match=f"{escape_glob(spider)}:*", count=SCAN_COUNT))
 
 
+def _alive(client: redis.Redis, spider: str, where: str, force: bool) -> int:
+    """Live workers of ``spider`` (0 with ``--force`` when the workers key has a wrong type)."""
+    key = f"{spider}:workers"
+    raw_kind = client.type(key)
+    kind = raw_kind.decode() if isinstance(raw_kind, bytes) else str(raw_kind)
+    if kind not in ("zset", "none"):
+        if force:
+            return 0
+        raise RuntimeError(
+            f"{key} at {where} is a {kind}, not a sorted set: live workers cannot be "
+            f"counted; pass --force to delete it with the rest"
+        )
+    now_s, now_us = client.time()
+    return int(client.zcount(key, now_s * 1000 + now_us // 1000, "+inf"))
+
+
 def _confirm(question: str) -> bool:
     print(question + " [y/N] ", end="", flush=True, file=sys.stderr)
     try:
@@ -44,15 +62,13 @@ def _confirm(question: str) -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if not args.spider or "*" in args.spider:
-        raise UsageError(f"not a spider name: {args.spider!r}")
+    check_spider(args.spider)
     client = connect(args.redis_url)
     where = mask_url(args.redis_url)
     keys = spider_keys(client, args.spider)
     if not keys:
         raise LookupError(f"no keys of spider {args.spider!r} at {where} (nothing to purge)")
-    now_s, now_us = client.time()
-    alive = int(client.zcount(f"{args.spider}:workers", now_s * 1000 + now_us // 1000, "+inf"))
+    alive = _alive(client, args.spider, where, args.force)
     if alive and not args.force:
         raise RuntimeError(
             f"{alive} worker(s) of {args.spider} are alive at {where}; stop them first "

@@ -5,24 +5,25 @@ reason and the serialized request). This command pushes those requests back into
 queue, bypassing the dupefilter (their fingerprints are already recorded), in chunks; each chunk
 is taken off the failed list and pushed in one atomic step, so nothing is lost or doubled if the
 command is interrupted. The queue key and class come from ``SPIDER:frontier``, which every worker
-writes at start-up. Entries that cannot be used go to ``SPIDER:deadletter``.
+writes at start-up. Entries that cannot be used (whatever is wrong with them: bad JSON, a payload
+nested too deep, an out-of-range priority) go to ``SPIDER:deadletter`` with the reason, so one bad
+entry never blocks the list.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import binascii
-import json
 import os
 from typing import Any
 
 from scrapy.utils.misc import load_object
 
+from crawlfleet.commands.opsargs import check_spider, non_negative_int, run_guarded
 from crawlfleet.frontier import scripts
 from crawlfleet.frontier.leases import dead_entry
 from crawlfleet.frontier.queues import RedisQueue
-from crawlfleet.frontier.serialization import DecodeError, loads
+from crawlfleet.frontier.serialization import loads, one_line, parse_json, priority_problem
 from crawlfleet.redisconn import check_connection, get_redis
 
 CHUNK = 500
@@ -34,7 +35,9 @@ def add_parser(subparsers: Any) -> None:
         "requeue-failed", help="put a spider's finally-failed requests back into its queue"
     )
     p.add_argument("spider", help="spider name (reads SPIDER:failed)")
-    p.add_argument("--limit", type=int, default=0, help="requeue at most this many (0 = all)")
+    p.add_argument(
+        "--limit", type=non_negative_int, default=0, help="requeue at most this many (0 = all)"
+    )
     p.add_argument("--queue-key", help="queue key (default: what the workers recorded)")
     p.add_argument("--queue-class", help="queue class path (default: what the workers recorded)")
     p.add_argument(
@@ -68,20 +71,24 @@ def _queue(client: Any, args: argparse.Namespace) -> RedisQueue:
 def _triple(raw: bytes | str) -> list[Any]:
     """(raw, payload, priority) for a usable entry, (raw, '', dead-letter JSON) otherwise."""
     try:
-        entry = json.loads(raw)
+        entry = parse_json(raw)
+        if not isinstance(entry, dict):
+            raise ValueError("not a JSON object")
         payload = base64.b64decode(entry["payload"], validate=True)
         loads(payload)
-        priority = int(entry.get("priority") or 0)
-    except (ValueError, KeyError, TypeError, binascii.Error, DecodeError) as exc:
-        reason = f"unusable failed entry: {type(exc).__name__}: {exc}"
+        priority = entry.get("priority") or 0
+        problem = priority_problem(priority)
+        if problem:
+            raise ValueError(f"'priority' {problem}")
+    except Exception as exc:  # whatever is wrong, the entry must not block the list
+        reason = f"unusable failed entry: {one_line(exc)}"
         data = raw.encode() if isinstance(raw, str) else raw
         return [raw, b"", dead_entry(data, reason, WORKER, "failed")]
     return [raw, payload, str(priority)]
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.limit < 0:
-        raise ValueError(f"--limit must be >= 0, got {args.limit}")
+def _run(args: argparse.Namespace) -> int:
+    check_spider(args.spider)
     client = get_redis(args.redis_url)
     check_connection(client, args.redis_url)
     queue = _queue(client, args)
@@ -108,3 +115,7 @@ def run(args: argparse.Namespace) -> int:
         + (f"; {dead} unusable entr(ies) moved to {args.spider}:deadletter" if dead else "")
     )
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_guarded("requeue-failed", _run, args)

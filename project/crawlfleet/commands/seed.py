@@ -3,9 +3,10 @@
 Entries go to the spider's start-URL key (``<spider>:start_urls`` unless the workers recorded
 another in ``<spider>:frontier``), which running workers consume while crawling. An entry is a
 plain ``http(s)://`` URL or a JSON object ``{"url": …, "meta", "method", "body", "headers",
-"priority", "dont_filter", "callback"}`` (README, frontier section). Every entry is checked
-before anything is written: one malformed line stops the command (status 2) with its line number,
-and nothing is added.
+"priority", "dont_filter", "callback"}`` (docs/design.md, Start and finish). Every entry is checked
+before anything is written, by the check a worker applies (``frontier.startfeed.start_entry``,
+default URL schemes http and https): one malformed line stops the command (status 2) with its line
+number and a shortened, escaped quote of it, and nothing is added.
 """
 
 from __future__ import annotations
@@ -16,19 +17,31 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from crawlfleet import clusterview
-from crawlfleet.commands.opsargs import UsageError, add_redis_arg, connect, run_guarded
+from crawlfleet.commands.opsargs import (
+    UsageError,
+    add_redis_arg,
+    check_spider,
+    connect,
+    intermixed,
+    run_guarded,
+)
+from crawlfleet.frontier.serialization import EntryPolicy, quote
+from crawlfleet.frontier.startfeed import start_entry
 from crawlfleet.redisconn import mask_url
 
 CHUNK = 1000
+# What a worker with the default SCHEDULER_URL_SCHEMES and request classes accepts.
+POLICY = EntryPolicy()
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("seed", help="add start URLs to a crawl (arguments, file or stdin)")
+    p = intermixed(
+        subparsers.add_parser("seed", help="add start URLs to a crawl (arguments, file or stdin)")
+    )
     p.add_argument("spider", help="spider name")
-    p.add_argument("urls", nargs="*", metavar="URL", help="URLs or JSON objects to add")
+    p.add_argument("urls", nargs="*", default=[], metavar="URL", help="URLs or JSON objects to add")
     p.add_argument(
         "-f",
         "--file",
@@ -45,37 +58,12 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
-def check_url(url: str) -> str | None:
-    """Why ``url`` cannot be a start URL, or None when it can."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as exc:
-        return f"not a valid URL ({exc})"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "not an http:// or https:// URL with a host"
-    if any(c.isspace() for c in url):
-        return "a URL must not contain spaces"
-    return None
-
-
 def check_entry(text: str) -> str:
     """The entry to store for one line (a URL or a JSON object); raises ValueError with why not."""
-    if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"invalid JSON ({exc})") from None
-        if not isinstance(data, dict) or not isinstance(data.get("url"), str):
-            raise ValueError('a JSON entry must be an object with a "url" string')
-        problem = check_url(data["url"])
-        if problem:
-            raise ValueError(f'"url" {data["url"]!r} is {problem}')
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    problem = check_url(text)
-    if problem:
-        raise ValueError(f"{text[:200]!r} is {problem}")
-    return text
+    data = start_entry(text, POLICY)
+    if not text.startswith("{"):
+        return text
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
 def _lines(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
@@ -102,12 +90,13 @@ def _decode(raw: Any) -> dict[str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    check_spider(args.spider)
     entries: list[str] = []
     for where, text in _lines(args):
         try:
             entries.append(check_entry(text))
         except ValueError as exc:
-            raise UsageError(f"{where}: {exc}; nothing was added") from None
+            raise UsageError(f"{where} {quote(text)}: {exc}; nothing was added") from None
     if not entries:
         raise UsageError("no URLs given: pass URLs, --file FILE or --file - (stdin)")
     client = connect(args.redis_url)

@@ -4,7 +4,7 @@ Per spider: queued, leased (per worker), acknowledged, failed, dead letters, ite
 minute per worker over the last minute, Bloom filter fill and estimated false-positive rate,
 pool sizes, live workers with their heartbeat age. ``--watch`` redraws in place (rich) with a
 progress bar toward the spider's known total; ``--json`` prints the documented, stable schema
-(README, operators section), one object per snapshot.
+(docs/reference/status-json.md), one object per snapshot.
 """
 
 from __future__ import annotations
@@ -22,20 +22,23 @@ from rich.table import Table
 from rich.text import Text
 
 from crawlfleet import clusterview
+from crawlfleet.commands.check import validate_pool_url
 from crawlfleet.commands.opsargs import (
     UsageError,
     add_pool_args,
     add_redis_arg,
+    check_spider,
     connect,
     pool_config,
     run_guarded,
 )
+from crawlfleet.redisconn import RedisUrlError, validate_url
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("status", help="queues, workers, rates and pools of every crawl")
     p.add_argument("spider", nargs="?", help="only this spider (default: every spider found)")
-    p.add_argument("--json", action="store_true", help="print JSON (schema in the README)")
+    p.add_argument("--json", action="store_true", help="print JSON (docs/reference/status-json.md)")
     p.add_argument("--watch", action="store_true", help="redraw every --interval seconds")
     p.add_argument(
         "--interval", type=float, default=2.0, help="seconds between redraws (default 2)"
@@ -153,10 +156,19 @@ def _console() -> Console:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.interval <= 0:
-        raise UsageError(f"--interval must be > 0, got {args.interval}")
+    if not 0 < args.interval <= 3600:  # also refuses nan
+        raise UsageError(f"--interval must be > 0 and <= 3600 seconds, got {args.interval}")
     if args.count < 0:
         raise UsageError(f"--count must be >= 0, got {args.count}")
+    if args.spider is not None:
+        check_spider(args.spider)
+    if args.redis_url:
+        try:
+            validate_url(args.redis_url, "REDIS_URL (--redis-url)")
+        except RedisUrlError as exc:
+            raise UsageError(str(exc)) from None
+    validate_pool_url(args.proxypool_url, "PROXYPOOL_URL", "--proxypool-url")
+    validate_pool_url(args.accountpool_url, "ACCOUNTPOOL_URL", "--accountpool-url")
     client = connect(args.redis_url)
     spiders = [args.spider] if args.spider else None
     if args.spider:

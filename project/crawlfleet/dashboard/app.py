@@ -6,7 +6,9 @@ status --json`` document plus each spider's ``series`` (queue depth and per-work
 over the last hour). Every endpoint but ``/health`` wants the API key when one is configured:
 header ``X-API-Key``, or HTTP basic auth with the key as password (any user name) so that a
 browser can log in. Redis is read with the synchronous client in worker threads; a snapshot is
-shared by requests arriving within half a refresh period.
+shared by requests arriving within half a refresh period. A request whose Redis work does not
+finish within ``crawlfleet.service.redisfail``'s deadline (a frozen Redis) answers 503 at once;
+the shared request guard (``crawlfleet.service.http``) checks Host and cross-site writes first.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from crawlfleet import clusterview
 from crawlfleet.dashboard import metrics
 from crawlfleet.dashboard.config import Settings
 from crawlfleet.dashboard.sampler import QueueSampler
-from crawlfleet.redisconn import mask_url
+from crawlfleet.redisconn import mask_url, redis_location
+from crawlfleet.service.http import GuardPolicy, install_guard
+from crawlfleet.service.redisfail import RedisFailure, RedisGuard
 
 log = logging.getLogger("crawlfleet.dashboard")
 
@@ -44,6 +48,7 @@ REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.AuthenticationE
 DISCOVER_EVERY = 15.0
 POOLS_EVERY = 10.0
 REALM = 'Basic realm="crawlfleet dashboard", charset="UTF-8"'
+MAX_BODY = 4096  # no endpoint reads a body
 
 
 def page_html(refresh: float) -> str:
@@ -170,6 +175,8 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True) -> Starlette:
     dash = Dashboard(settings, client)
+    # The sync client runs in worker threads: the deadline answers for it, the thread finishes.
+    redis_guard = RedisGuard(None, dash.where)
     html = page_html(settings.refresh)
     page_headers = {
         "Cache-Control": "no-store",
@@ -187,11 +194,9 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
                     headers={"WWW-Authenticate": REALM},
                 )
             try:
-                return await handler(request)
-            except REDIS_ERRORS as exc:
-                return JSONResponse(
-                    {"error": f"Redis unreachable at {dash.where}: {exc}"}, status_code=503
-                )
+                return await redis_guard.run(lambda: handler(request))
+            except RedisFailure as exc:
+                return JSONResponse({"error": str(exc)}, status_code=503)
 
         return check
 
@@ -203,23 +208,29 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
 
     async def metrics_endpoint(request: Request) -> Response:
         try:
-            view = await run_in_threadpool(dash.build, with_series=False, with_scrapy=True)
-        except REDIS_ERRORS:
+            view = await redis_guard.run(
+                lambda: run_in_threadpool(dash.build, with_series=False, with_scrapy=True)
+            )
+        except RedisFailure:
             view = None
         return Response(metrics.render(view), media_type=metrics.CONTENT_TYPE)
 
     async def health(request: Request) -> Response:
+        # Unauthenticated: Redis is named by host, port and database only, never the URL.
+        location = redis_location(settings.redis_url)
+        sample_error = dash.sample_error
         body: dict[str, Any] = {
             "status": "ok",
             "redis": "ok",
-            "redis_url": dash.where,
+            "redis_url": location,
             "last_sample": dash.last_sample,
-            "sample_error": dash.sample_error,
+            "sample_error": sample_error and sample_error.replace(dash.where, location),
         }
         try:
-            await run_in_threadpool(client.ping)
-        except (*REDIS_ERRORS, redis.ResponseError) as exc:
-            body.update(status="unavailable", redis=f"error: {exc}")
+            await redis_guard.run(lambda: run_in_threadpool(client.ping))
+        except RedisFailure as exc:
+            error = str(exc).replace(dash.where, location)
+            body.update(status="unavailable", redis=f"error: {error}")
             return JSONResponse(body, status_code=503)
         return JSONResponse(body)
 
@@ -242,6 +253,15 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
             Route("/health", health),
         ],
         lifespan=lifespan,
+    )
+    install_guard(
+        app,
+        GuardPolicy(
+            error=lambda status, message: JSONResponse({"error": message}, status),
+            max_body=MAX_BODY,
+            key_header="X-API-Key",
+            api_key_required=bool(settings.api_key),
+        ),
     )
     app.state.dashboard = dash
     return app

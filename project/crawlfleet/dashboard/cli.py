@@ -1,7 +1,8 @@
 """``crawlfleet dashboard`` (also ``crawlfleet-dashboard``): serve the operators' dashboard.
 
-Exit status: 0 after a clean stop (SIGTERM/SIGINT), 2 on bad configuration, 1 when the service
-cannot run (Redis unreachable or wrong password at start, port taken). One line on stderr.
+Exit status (``crawlfleet.service.options``): 0 after a clean stop (SIGTERM/SIGINT), 2 on bad
+configuration (including a password Redis refuses), 1 when the service cannot run (Redis
+unreachable at start, port taken). One line on stderr.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ import uvicorn
 
 from crawlfleet.dashboard.app import create_app
 from crawlfleet.dashboard.config import ConfigError, build_parser, resolve
-from crawlfleet.redisconn import RedisConfigError, check_connection, get_redis, mask_url
+from crawlfleet.redisconn import (
+    RedisAuthError,
+    RedisConfigError,
+    RedisUrlError,
+    check_connection,
+    get_redis,
+    mask_url,
+)
+from crawlfleet.service.http import server_options
+from crawlfleet.service.options import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 
 PROG = "crawlfleet dashboard"
 REDIS_PARAMS = {"socket_timeout": 10, "socket_connect_timeout": 5, "health_check_interval": 30}
@@ -40,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = resolve(args)
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="time=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r",
@@ -51,13 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sock = _bind(settings.host, settings.port)
     except RedisConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_CONFIG if isinstance(exc, RedisAuthError | RedisUrlError) else EXIT_FAILURE
     except OSError as exc:
         print(
             f"{PROG}: error: cannot listen on {settings.host}:{settings.port}: {exc}",
             file=sys.stderr,
         )
-        return 1
+        return EXIT_FAILURE
     logging.getLogger("crawlfleet.dashboard").info(
         "dashboard on http://%s:%d/ reading %s (API key %s)",
         settings.host,
@@ -72,13 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_level=settings.log_level,
             access_log=False,
             server_header=False,
+            **server_options(),
         )
     )
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

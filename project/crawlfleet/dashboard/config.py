@@ -1,28 +1,32 @@
 """Dashboard settings: flags with environment equivalents, checked before anything starts.
 
 A flag wins over the environment, the environment over the default. A bad value raises
-:class:`ConfigError` with one line naming the flag and the variable (secrets masked).
+:class:`ConfigError` with one line naming the flag and the variable (secrets masked). The API
+key follows the rules of ``crawlfleet.service.secrets`` (environment or file, 16 characters at
+least, required off loopback unless ``--insecure-no-api-key``; ``--allow-no-api-key`` and
+``DASHBOARD_ALLOW_NO_API_KEY`` are kept as aliases).
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import urlsplit
 
 from crawlfleet.clusterview import PoolConfig
-from crawlfleet.redisconn import mask_url
+from crawlfleet.redisconn import RedisUrlError, validate_url
+from crawlfleet.service.options import ConfigError, http_url, parse_int
+from crawlfleet.service.secrets import INSECURE_FLAG, ApiKeyNames, api_key, insecure_allowed
 
+__all__ = ["ConfigError", "Settings", "build_parser", "resolve"]
 DEFAULT_PORT = 8060
-
-
-class ConfigError(ValueError):
-    """A setting that cannot work (exit status 2)."""
+KEY_NAMES = ApiKeyNames(
+    "DASHBOARD",
+    insecure_aliases=("DASHBOARD_ALLOW_NO_API_KEY",),
+    flag_aliases=("--allow-no-api-key",),
+)
 
 
 @dataclass(frozen=True)
@@ -59,11 +63,12 @@ def build_parser(environ: Mapping[str, str] = os.environ) -> argparse.ArgumentPa
         "DASHBOARD_API_KEY); sent as X-API-Key or as the password of HTTP basic auth",
     )
     p.add_argument(
+        INSECURE_FLAG,
         "--allow-no-api-key",
+        dest="allow_no_api_key",
         action="store_true",
-        default=_bool(env("DASHBOARD_ALLOW_NO_API_KEY", "")),
         help="listen on a non-loopback address without an API key (env "
-        "DASHBOARD_ALLOW_NO_API_KEY; not recommended)",
+        "DASHBOARD_INSECURE_NO_API_KEY, alias DASHBOARD_ALLOW_NO_API_KEY; not recommended)",
     )
     p.add_argument(
         "--spider",
@@ -106,10 +111,6 @@ def build_parser(environ: Mapping[str, str] = os.environ) -> argparse.ArgumentPa
     return p
 
 
-def _bool(raw: str) -> bool:
-    return raw.strip().lower() in ("1", "true", "yes", "on")
-
-
 def _seconds(raw: str, flag: str, env: str, low: float) -> float:
     try:
         value = float(raw)
@@ -120,76 +121,40 @@ def _seconds(raw: str, flag: str, env: str, low: float) -> float:
     return value
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _api_key(path: str, environ: Mapping[str, str]) -> str:
-    if path:
-        try:
-            key = Path(path).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(
-                f"--api-key-file / DASHBOARD_API_KEY_FILE: cannot read it: {exc}"
-            ) from None
-        if not key:
-            raise ConfigError(f"--api-key-file / DASHBOARD_API_KEY_FILE: {path} is empty")
-        return key
-    return environ.get("DASHBOARD_API_KEY", "").strip()
-
-
-def _http_url(raw: str, flag: str, env: str) -> str:
-    if not raw:
-        return ""
-    parts = urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{flag} / {env} must be an http(s):// URL, got {mask_url(raw)!r}")
-    return raw
-
-
 def resolve(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
     try:
-        port = int(args.port)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"--port / DASHBOARD_PORT must be 1-65535, got {args.port!r}")
-    if urlsplit(args.redis_url).scheme not in ("redis", "rediss", "unix"):
-        raise ConfigError(
-            f"--redis-url / REDIS_URL must look like redis://[:password@]host:port/db, "
-            f"got {mask_url(args.redis_url)!r}"
-        )
+        port = parse_int(args.port, 1, 65535)
+    except ValueError as exc:
+        raise ConfigError(f"--port / DASHBOARD_PORT {exc}, got {args.port!r}") from None
+    try:
+        redis_url = validate_url(args.redis_url, "--redis-url / REDIS_URL")
+    except RedisUrlError as exc:
+        raise ConfigError(str(exc)) from None
     spiders: Sequence[str] = args.spider or [
         s.strip() for s in environ.get("DASHBOARD_SPIDERS", "").split(",") if s.strip()
     ]
-    settings = Settings(
+    allowed = insecure_allowed(KEY_NAMES, bool(args.allow_no_api_key), environ)
+
+    def pool_url(raw: str, names: str) -> str:
+        return http_url(raw, names) if raw else ""
+
+    return Settings(
         host=args.host,
         port=port,
-        redis_url=args.redis_url,
-        api_key=_api_key(args.api_key_file, environ),
-        allow_no_api_key=bool(args.allow_no_api_key),
+        redis_url=redis_url,
+        api_key=api_key(KEY_NAMES, args.api_key_file, environ, args.host, allowed) or "",
+        allow_no_api_key=allowed,
         spiders=tuple(spiders),
         sample_interval=_seconds(
             args.sample_interval, "--sample-interval", "DASHBOARD_SAMPLE_INTERVAL", 0.1
         ),
         refresh=_seconds(args.refresh, "--refresh", "DASHBOARD_REFRESH", 0.2),
         pools=PoolConfig(
-            proxypool_url=_http_url(args.proxypool_url, "--proxypool-url", "PROXYPOOL_URL"),
+            proxypool_url=pool_url(args.proxypool_url, "--proxypool-url / PROXYPOOL_URL"),
             proxypool_api_key=environ.get("PROXYPOOL_API_KEY", ""),
-            accountpool_url=_http_url(args.accountpool_url, "--accountpool-url", "ACCOUNTPOOL_URL"),
+            accountpool_url=pool_url(args.accountpool_url, "--accountpool-url / ACCOUNTPOOL_URL"),
             accountpool_api_key=environ.get("ACCOUNTPOOL_API_KEY", ""),
             accountpool_site=args.accountpool_site,
         ),
         log_level=args.log_level,
     )
-    if not settings.api_key and not settings.allow_no_api_key and not is_loopback(settings.host):
-        raise ConfigError(
-            f"refusing to listen on non-loopback address {settings.host!r} without an API key: "
-            "set DASHBOARD_API_KEY or --api-key-file (or pass --allow-no-api-key)"
-        )
-    return settings

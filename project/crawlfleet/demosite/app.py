@@ -3,7 +3,9 @@
 A stand-in for the book's target (antispider7): every ``/api`` call except login needs
 ``Authorization: jwt <token>``; an address that sends more than ``rate_limit`` API requests in
 ``rate_window`` seconds is banned for ``ban_seconds``. State (counters, bans, revocations) lives
-in the worker process, so the checks are exact with one worker.
+in the worker process, so the checks are exact with one worker. The shared request guard
+(``crawlfleet.service.http``) bounds bodies to ``MAX_BODY`` bytes and refuses unknown Host
+names and cross-site writes; JSON bodies are read strictly (400 with one line, never 500).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import os
 import time
 import uuid
@@ -26,16 +29,28 @@ from starlette.routing import Route
 
 from crawlfleet.demosite.catalogue import Catalogue
 from crawlfleet.demosite.config import CONFIG_ENV, ConfigError, SiteConfig
+from crawlfleet.service.http import GuardPolicy, install_guard, parse_json
 
 log = logging.getLogger("crawlfleet.demosite")
 
 Handler = Callable[[Request], Awaitable[Response]]
 # Settings /api/admin/config may change while the site runs (tests and demos tighten the site).
 TUNABLE = ("rate_limit", "rate_window", "ban_seconds", "ban_status", "latency_ms")
+# The admin API's ceiling for latency_ms: a request may be slow, the site must still stop.
+MAX_LATENCY_MS = 60_000
+MAX_BODY = 64 * 1024
 
 
 def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+def _finite(value: float) -> bool:
+    """False for inf, nan and integers too large to be a float (``1e400``, ``10**400``)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 class RateLimiter:
@@ -155,6 +170,7 @@ class DemoSite:
             Route("/api/admin/config", self.admin_config, methods=["GET", "POST"]),
         ]
         self.app = Starlette(routes=routes)
+        install_guard(self.app, GuardPolicy(error=_error, max_body=MAX_BODY))
 
     @staticmethod
     def client_address(request: Request) -> str:
@@ -209,7 +225,7 @@ class DemoSite:
 
     async def login(self, request: Request) -> Response:
         try:
-            body = await request.json()
+            body = parse_json(await request.body())
         except ValueError:
             return _error(400, 'body must be JSON: {"username": ..., "password": ...}')
         if not isinstance(body, dict):
@@ -256,7 +272,7 @@ class DemoSite:
         if denied := self._admin_denied(request):
             return denied
         try:
-            body = await request.json()
+            body = parse_json(await request.body())
         except ValueError:
             body = None
         if isinstance(body, dict) and isinstance(body.get("token"), str):
@@ -304,7 +320,7 @@ class DemoSite:
             return denied
         if request.method == "POST":
             try:
-                body = await request.json()
+                body = parse_json(await request.body())
             except ValueError:
                 body = None
             if not isinstance(body, dict) or not body or set(body) - set(TUNABLE):
@@ -312,7 +328,12 @@ class DemoSite:
             for name, value in body.items():
                 kind = int if name in ("rate_limit", "ban_status") else (int, float)
                 if isinstance(value, bool) or not isinstance(value, kind):
-                    return _error(400, f"{name} must be a number, got {value!r}")
+                    return _error(400, f"{name} must be a number, got {str(value)[:50]!r}")
+                if kind is not int and not _finite(value):
+                    return _error(400, f"{name} must be a finite number, got {str(value)[:50]}")
+            latency = body.get("latency_ms", 0)
+            if not 0 <= latency <= MAX_LATENCY_MS:
+                return _error(400, f"latency_ms must be 0..{MAX_LATENCY_MS}, got {latency!r}")
             try:
                 self.config = replace(self.config, **body)
             except ConfigError as exc:

@@ -1,7 +1,8 @@
 """Configuration of the demo site: one immutable value, parsed from flags or the environment.
 
 It travels to uvicorn's worker processes as JSON in ``DEMOSITE_CONFIG_JSON`` so that every
-worker builds the same catalogue and signs tokens with the same secret.
+worker builds the same catalogue and signs tokens with the same secret. Every number has a
+range (``LIMITS``), checked here for the command line and for ``/api/admin/config`` alike.
 """
 
 from __future__ import annotations
@@ -10,12 +11,23 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from crawlfleet.service.options import ConfigError
+
+__all__ = ["CONFIG_ENV", "LIMITS", "ConfigError", "SiteConfig", "parse_accounts"]
 CONFIG_ENV = "DEMOSITE_CONFIG_JSON"
 BAN_STATUSES = (403, 429)
-
-
-class ConfigError(ValueError):
-    """Bad demo-site configuration; the message is one line naming the flag."""
+DAY = 86_400
+# Upper bounds of the numbers (the lower ones are in __post_init__): the catalogue draws its ids
+# from 9,000,000 numbers and holds them in memory, so a million books is the most it builds.
+LIMITS: dict[str, float] = {
+    "books": 1_000_000,
+    "seed": 2**63 - 1,
+    "token_ttl": 30 * DAY,
+    "rate_limit": 1_000_000,
+    "rate_window": DAY,
+    "ban_seconds": DAY,
+    "latency_ms": 60_000,
+}
 
 
 @dataclass(frozen=True)
@@ -35,6 +47,11 @@ class SiteConfig:
     latency_ms: float = 0.0
 
     def __post_init__(self) -> None:
+        for name, high in LIMITS.items():
+            value = getattr(self, name)
+            if not -high <= value <= high:  # also refuses nan
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(f"{flag} must be at most {high:g}, got {value:g}")
         if self.books < 0:
             raise ConfigError(f"--books must be >= 0, got {self.books}")
         if not 1 <= self.page_size <= self.max_limit:

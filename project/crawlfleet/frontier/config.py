@@ -7,11 +7,13 @@ changing class paths. Every error is one line that names the setting (passwords 
 from __future__ import annotations
 
 import os
+import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from scrapy import Request
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
@@ -29,6 +31,9 @@ DEFAULT_REDIS_PARAMS: dict[str, Any] = {
 DEFAULT_QUEUE_CLASS = "crawlfleet.frontier.queues.PriorityQueue"
 SET_DUPEFILTER = "crawlfleet.frontier.dupefilter.SetDupeFilter"
 SCRAPY_DEFAULT_DUPEFILTER = "scrapy.dupefilters.RFPDupeFilter"
+# URL schemes a queue or start-URL entry may use (SCHEDULER_URL_SCHEMES).
+DEFAULT_URL_SCHEMES = ("http", "https")
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
 
 
 class FrontierConfigError(ValueError):
@@ -106,6 +111,47 @@ def load_class(name: str, path: Any) -> type:
     return obj
 
 
+def url_schemes_setting(settings: BaseSettings) -> tuple[str, ...]:
+    """``SCHEDULER_URL_SCHEMES``: the URL schemes decoded entries may use (default http, https)."""
+    raw = settings.get("SCHEDULER_URL_SCHEMES", DEFAULT_URL_SCHEMES)
+    values = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(values, list | tuple) or not values:
+        raise FrontierConfigError(f"SCHEDULER_URL_SCHEMES must list URL schemes, got {raw!r}")
+    schemes = tuple(str(v).strip() for v in values)
+    for scheme in schemes:
+        if not _SCHEME.fullmatch(scheme):
+            raise FrontierConfigError(
+                f"SCHEDULER_URL_SCHEMES must list lower-case URL schemes like 'https', "
+                f"got {scheme!r}"
+            )
+    return schemes
+
+
+def request_classes_setting(settings: BaseSettings) -> dict[str, type[Request]]:
+    """``SCHEDULER_REQUEST_CLASSES``: the project's Request subclasses that entries may name.
+
+    Keys are the declared path and the path ``Request.to_dict`` writes (``module.Class``).
+    """
+    raw = settings.get("SCHEDULER_REQUEST_CLASSES") or []
+    paths = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(paths, list | tuple):
+        raise FrontierConfigError(
+            f"SCHEDULER_REQUEST_CLASSES must be a list of class paths, got {raw!r}"
+        )
+    classes: dict[str, type[Request]] = {}
+    for entry in paths:
+        path = entry.strip() if isinstance(entry, str) else entry
+        cls = load_class("SCHEDULER_REQUEST_CLASSES", path)
+        if not issubclass(cls, Request):
+            raise FrontierConfigError(
+                f"SCHEDULER_REQUEST_CLASSES: {path!r} is not a scrapy Request subclass"
+            )
+        if isinstance(path, str):
+            classes[path] = cls
+        classes[f"{cls.__module__}.{cls.__name__}"] = cls
+    return classes
+
+
 @dataclass
 class FrontierConfig:
     """Validated frontier settings of one spider, with its Redis key names resolved."""
@@ -129,6 +175,9 @@ class FrontierConfig:
     enqueue_batch: bool = False
     seen_cache: int = 100_000
     worker_id: str = field(default="")
+    # what decoded entries may name besides Scrapy's own request classes, and their URL schemes
+    request_classes: dict[str, type[Request]] = field(default_factory=dict)
+    url_schemes: tuple[str, ...] = DEFAULT_URL_SCHEMES
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider: str) -> FrontierConfig:
@@ -194,6 +243,8 @@ class FrontierConfig:
             enqueue_batch=settings.getbool("SCHEDULER_ENQUEUE_BATCH", False),
             seen_cache=_count_setting(settings, "SCHEDULER_SEEN_CACHE", 100_000),
             worker_id=str(settings.get("SCHEDULER_WORKER_ID") or default_worker_id()),
+            request_classes=request_classes_setting(settings),
+            url_schemes=url_schemes_setting(settings),
         )
 
     @property

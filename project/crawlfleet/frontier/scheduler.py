@@ -3,7 +3,7 @@
 Every worker process of a crawl runs one :class:`Scheduler`. Requests are de-duplicated and pushed
 in one atomic round trip; pops lease a small batch to this worker (``SCHEDULER_PREFETCH``) and
 acknowledge the previous batch in the same round trip; a heartbeat keeps the leases alive and
-returns dead workers' leases to the queue. Settings and Redis keys: README, frontier section.
+returns dead workers' leases to the queue. Settings and keys: docs/reference/.
 """
 
 from __future__ import annotations
@@ -397,34 +397,38 @@ class Scheduler(FrontierScheduler):
         except redis.RedisError as exc:
             self._redis_error("start_urls", exc)
             return
+        assert self.codec is not None
         args: list[Any] = [*self._args]
-        for raw in raws:
+        refused: set[int] = set()  # entries dead-lettered here (counted once Redis took them)
+        for index, raw in enumerate(raws):
             try:
-                request = request_from_entry(bytes(raw), self.spider)
-                args.append(raw)
+                request = request_from_entry(bytes(raw), self.spider, self.codec.policy)
                 check = ("", b"") if request.dont_filter else self.df.script_item(request)
-                args.extend(self._item(request, check))
-            except StartEntryError as exc:
+                item = self._item(request, check)
+            except Exception as exc:  # StartEntryError, or whatever an odd request raises
+                reason = str(exc) if isinstance(exc, StartEntryError) else repr(exc)[:200]
                 logger.warning(
                     "Start URL entry moved to the dead-letter list: %s",
-                    exc,
+                    reason,
                     extra={"spider": self.spider},
                 )
-                args.extend(
-                    [
-                        raw,
-                        "!dead",
-                        dead_entry(bytes(raw), str(exc), self.worker, "start_urls"),
-                        b"",
-                        "0",
-                    ]
-                )
+                refused.add(index)
+                item = [
+                    "!dead",
+                    dead_entry(bytes(raw), reason, self.worker, "start_urls"),
+                    b"",
+                    "0",
+                ]
+            args.extend([raw, *item])
         try:
             results = self._feed_script(keys=self._keys, args=args)
         except redis.RedisError as exc:
             self._redis_error("start_urls", exc)
             return
         counted = [int(r) for r in results]
+        dead_here = sum(1 for i in refused if counted[i] == 2)
+        if dead_here:
+            self.stats.inc_value("scheduler/deadletter", dead_here)
         self._count([r for r in counted if r >= 0])
         fed = counted.count(1)
         if fed:

@@ -3,13 +3,15 @@
 Proxy answers are ``text/plain``, one proxy per line, ``host:port`` for a plain HTTP proxy
 without credentials and the full URL otherwise (``?format=url`` always gives the URL).
 ``/report`` and ``/health`` speak JSON. Every endpoint but ``/health`` and ``/metrics`` wants the
-API key in ``X-API-Key`` when one is configured. A Redis failure is a 503 naming the cause.
+API key in ``X-API-Key`` when one is configured. A Redis failure (down, frozen past the deadline
+of ``crawlfleet.service.redisfail``, a key of the wrong type) is a 503 naming the cause. The
+shared request guard (``crawlfleet.service.http``) checks Host, cross-site writes and bodies
+first; its refusals are JSON ``{"error": ...}``.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
@@ -32,7 +34,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from crawlfleet.proxypool.proxies import ProxyFormatError, parse_proxy, render_proxy
 from crawlfleet.proxypool.settings import Settings
 from crawlfleet.proxypool.store import ProxyStore
-from crawlfleet.redisconn import mask_url
+from crawlfleet.redisconn import mask_url, redis_location
+from crawlfleet.service.http import GuardPolicy, install_guard, parse_json
+from crawlfleet.service.redisfail import RedisFailure, RedisGuard
 
 REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 FORMATS = ("auto", "url")
@@ -126,9 +130,11 @@ def create_app(settings: Settings, store: ProxyStore) -> Starlette:
     registry.register(pool)
     api_key = (settings.api_key or "").encode()
     where = mask_url(settings.redis_url)
-
-    def redis_down(exc: BaseException) -> str:
-        return f"Redis unreachable at {where}: {exc}"
+    redis_guard = RedisGuard(
+        store.client,
+        where,
+        expected_types=lambda: {store.key: "zset", store.stats_key: "hash"},
+    )
 
     def guarded(
         handler: Callable[[Request], Awaitable[Response]],
@@ -140,10 +146,11 @@ def create_app(settings: Settings, store: ProxyStore) -> Starlette:
                     return _text("missing X-API-Key header", 401)
                 if not hmac.compare_digest(sent.encode(), api_key):
                     return _text("invalid API key", 401)
+            await request.body()  # read (and bounded) before the Redis deadline starts
             try:
-                return await handler(request)
-            except REDIS_ERRORS as exc:
-                return _text(redis_down(exc), 503)
+                return await redis_guard.run(lambda: handler(request))
+            except RedisFailure as exc:
+                return _text(str(exc), 503)
 
         return check
 
@@ -190,11 +197,11 @@ def create_app(settings: Settings, store: ProxyStore) -> Starlette:
             return JSONResponse({"error": str(exc)}, 400)
         try:
             if reason == "banned":
-                score = 0 if await store.remove(proxy) else None
+                score = 0 if await redis_guard.run(lambda: store.remove(proxy)) else None
             else:
-                score = await store.decrease(proxy, settings.report_step)
-        except REDIS_ERRORS as exc:
-            return JSONResponse({"error": redis_down(exc)}, 503)
+                score = await redis_guard.run(lambda: store.decrease(proxy, settings.report_step))
+        except RedisFailure as exc:
+            return JSONResponse({"error": str(exc)}, 503)
         if score is None:
             return JSONResponse(
                 {"error": "proxy is not in the pool", "proxy": render_proxy(proxy)}, 404
@@ -204,29 +211,30 @@ def create_app(settings: Settings, store: ProxyStore) -> Starlette:
         )
 
     async def health(request: Request) -> Response:
+        location = redis_location(settings.redis_url)
         try:
-            size = await store.count()
-            bands = await store.bands()
-        except REDIS_ERRORS as exc:
-            return JSONResponse(
-                {"status": "error", "redis": redis_down(exc), "pool_size": None}, 503
-            )
+            size = await redis_guard.run(store.count)
+            bands = await redis_guard.run(store.bands)
+        except RedisFailure as exc:
+            # Unauthenticated: Redis is named by host, port and database only, never the URL.
+            error = str(exc).replace(where, location)
+            return JSONResponse({"status": "error", "redis": error, "pool_size": None}, 503)
         return JSONResponse(
             {
                 "status": "ok",
                 "redis": "ok",
                 "pool_size": size,
                 "proxies_at_100": bands["100"],
-                "redis_url": where,
+                "redis_url": location,
             }
         )
 
     async def metrics(request: Request) -> Response:
         try:
-            pool.bands = await store.bands()
-            pool.stats = await store.stats()
+            pool.bands = await redis_guard.run(store.bands)
+            pool.stats = await redis_guard.run(store.stats)
             pool.redis_up = True
-        except REDIS_ERRORS:
+        except RedisFailure:
             pool.redis_up = False
         return Response(
             generate_latest(registry), media_type="text/plain; version=0.0.4; charset=utf-8"
@@ -242,7 +250,16 @@ def create_app(settings: Settings, store: ProxyStore) -> Starlette:
             Route("/metrics", metrics, methods=["GET"]),
         ]
     )
-    app.add_middleware(_RequestCounter, counter=requests)
+    install_guard(
+        app,
+        GuardPolicy(
+            error=lambda status, message: JSONResponse({"error": message}, status),
+            max_body=MAX_REPORT_BODY,
+            key_header="X-API-Key",
+            api_key_required=bool(api_key),
+        ),
+    )
+    app.add_middleware(_RequestCounter, counter=requests)  # outermost: refusals are counted
     app.state.registry = registry
     return app
 
@@ -258,23 +275,18 @@ def _count(raw: str, most: int) -> int:
 
 
 async def _report_fields(request: Request) -> dict[str, Any]:
-    """The report's fields from a JSON object, a form, or a bare proxy as the text body."""
-    length = request.headers.get("content-length")
-    if length is not None and (not length.isdigit() or int(length) > MAX_REPORT_BODY):
-        raise ValueError(f"body larger than {MAX_REPORT_BODY} bytes")
+    """The report's fields from a JSON object, a form, or a bare proxy as the text body.
+
+    The request guard has already refused a body over ``MAX_REPORT_BODY`` bytes.
+    """
     body = await request.body()
-    if len(body) > MAX_REPORT_BODY:
-        raise ValueError(f"body larger than {MAX_REPORT_BODY} bytes")
     try:
         text = body.decode()
     except UnicodeDecodeError:
         raise ValueError("body is not UTF-8") from None
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind == "application/json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            raise ValueError("body is not valid JSON") from None
+        data = parse_json(body)
         if not isinstance(data, dict):
             raise ValueError('JSON body must be an object like {"proxy": "host:port"}')
         fields = dict(data)

@@ -30,6 +30,7 @@ from crawlfleet.proxypool.sources import ProxySource, build_sources, fetch_once
 from crawlfleet.proxypool.store import ProxyStore, connect
 from crawlfleet.proxypool.tester import AnonymityUnavailable, ProxyTester
 from crawlfleet.redisconn import mask_url
+from crawlfleet.service.http import server_options
 
 log = logging.getLogger("crawlfleet.proxypool")
 # (name, seconds between cycles, one cycle returning its counts)
@@ -195,6 +196,7 @@ class Service:
             access_log=False,
             lifespan="off",
             server_header=False,
+            **server_options(),
         )
         server = _Server(config)
         event(log, "started", command="serve", **describe(self.settings))

@@ -2,26 +2,27 @@
 
 A flag wins over the environment, the environment over the default. Every value is checked
 here, before anything starts, and a bad one raises ``ConfigError`` with a one-line message
-that names both the flag and the variable.
+that names both the flag and the variable. The API key is the exception: it never comes from
+a flag (``ps`` would show it) but from ``PROXYPOOL_API_KEY`` or the file named by
+``--api-key-file`` / ``PROXYPOOL_API_KEY_FILE``; ``--api-key`` is refused with one line.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
-from urllib.parse import urlsplit
 
 from crawlfleet.proxypool.proxies import ProxyFormatError, mask_proxy, parse_proxy
-from crawlfleet.redisconn import mask_url
+from crawlfleet.redisconn import mask_url, url_problem
+from crawlfleet.service.options import ConfigError, parse_http_url, parse_int
+from crawlfleet.service.secrets import ApiKeyNames, api_key
 
-
-class ConfigError(ValueError):
-    """A setting that cannot work; the message is one line and names the flag and variable."""
+__all__ = ["OPTIONS", "ConfigError", "Settings", "add_arguments", "describe", "resolve"]
+KEY_NAMES = ApiKeyNames("PROXYPOOL")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Settings:
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_key: str = "proxypool:proxies"
     api_key: str | None = None
+    api_key_file: str | None = None
     insecure_no_api_key: bool = False
     fetch_interval: float = 300.0
     test_interval: float = 60.0
@@ -61,13 +63,7 @@ class Settings:
 
 def _int(low: int, high: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise ValueError(f"must be an integer between {low} and {high}") from None
-        if not low <= value <= high:
-            raise ValueError(f"must be an integer between {low} and {high}")
-        return value
+        return parse_int(raw, low, high)
 
     return parse
 
@@ -83,25 +79,14 @@ def _seconds(raw: str) -> float:
 
 
 def _http_url(raw: str) -> str:
-    value = raw.strip()
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 -- raises ValueError on a bad port
-    except ValueError as exc:
-        raise ValueError(f"is not a valid URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL with a host")
-    return value
+    return parse_http_url(raw)
 
 
 def _redis_url(raw: str) -> str:
     value = raw.strip()
-    try:
-        scheme = urlsplit(value).scheme
-    except ValueError:
-        scheme = ""
-    if scheme not in ("redis", "rediss", "unix"):
-        raise ValueError("must look like redis://[:password@]host:port/db")
+    problem = url_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -186,7 +171,8 @@ class Option:
     env: str
     parse: Callable[[str], Any]
     help: str
-    kind: str = "value"  # value | list (flag repeatable) | switch (flag sets True) | negswitch
+    # value | list (flag repeatable) | switch (flag sets True) | negswitch | secret (no flag)
+    kind: str = "value"
     show: Callable[[str], str] = str  # how a bad raw value appears in the error (secrets masked)
 
 
@@ -208,8 +194,15 @@ OPTIONS: tuple[Option, ...] = (
         "--api-key",
         "PROXYPOOL_API_KEY",
         _text,
-        "key clients send in the X-API-Key header",
-        show=lambda _: "***",
+        "key clients send in the X-API-Key header, at least 16 characters (environment only)",
+        kind="secret",
+    ),
+    Option(
+        "api_key_file",
+        "--api-key-file",
+        "PROXYPOOL_API_KEY_FILE",
+        _text,
+        "file holding the API key (instead of PROXYPOOL_API_KEY)",
     ),
     Option(
         "insecure_no_api_key",
@@ -383,7 +376,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default = _DEFAULTS[opt.name]
         shown = ",".join(map(str, sorted(default))) if isinstance(default, frozenset) else default
         help_text = f"{opt.help} [env {opt.env}; default {shown}]"
-        if opt.kind in ("switch", "negswitch"):
+        if opt.kind == "secret":
+            # Accepted by the parser only to refuse it with one clear line (see ``_value``).
+            parser.add_argument(opt.flag, dest=opt.name, help=argparse.SUPPRESS)
+        elif opt.kind in ("switch", "negswitch"):
             parser.add_argument(
                 opt.flag, dest=opt.name, action="store_true", default=None, help=help_text
             )
@@ -396,6 +392,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _value(opt: Option, flag_value: Any, env: Mapping[str, str]) -> Any:
+    if opt.kind == "secret":
+        if flag_value is not None:
+            raise ConfigError(
+                f"{opt.flag} is refused: a flag shows the key to every user in ps; set "
+                f"{opt.env} or --api-key-file / {opt.env}_FILE"
+            )
+        return None  # read by ``resolve`` with the file option, under the key rules
     if opt.kind == "switch" and flag_value:
         return True
     if opt.kind == "negswitch" and flag_value:
@@ -416,31 +419,19 @@ def _value(opt: Option, flag_value: Any, env: Mapping[str, str]) -> Any:
         raise ConfigError(f"bad {source} (or {elsewhere}): {shown}{exc}") from None
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def resolve(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Settings:
     """Build ``Settings`` from parsed flags and the environment, checking every value."""
     environ = os.environ if env is None else env
     values = {opt.name: _value(opt, getattr(args, opt.name, None), environ) for opt in OPTIONS}
     values["once"] = bool(getattr(args, "once", False))
-    settings = Settings(**values)
-    if (
-        not settings.api_key
-        and not settings.insecure_no_api_key
-        and not _is_loopback(settings.host)
-    ):
-        raise ConfigError(
-            f"refusing to listen on non-loopback address {settings.host!r} without an API key: "
-            "set --api-key / PROXYPOOL_API_KEY (or pass --insecure-no-api-key)"
-        )
-    return settings
+    values["api_key"] = api_key(
+        KEY_NAMES,
+        values["api_key_file"] or "",
+        environ,
+        values["host"],
+        values["insecure_no_api_key"],
+    )
+    return Settings(**values)
 
 
 def require_test_url(settings: Settings) -> None:

@@ -4,6 +4,8 @@
 # hosts never reach PyPI. RELEASE_DIR/.installed is written last, so a release that has it is
 # complete, and an interrupted one is started again from scratch.
 set -eu
+# Readable by every service account, writable by root only, whatever umask Ansible runs with.
+umask 022
 tar=$1
 release=$2
 wheels=$(mktemp -d)

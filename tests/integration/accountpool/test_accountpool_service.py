@@ -165,7 +165,7 @@ def test_service_starts_while_redis_is_down(
     assert "Redis unavailable at redis://127.0.0.1:1/0" in response.json()["error"]
 
 
-def test_bad_configuration_exits_1_with_one_line(
+def test_bad_configuration_exits_2_and_an_outage_1_with_one_line(
     redis_url: str,
     cli_env: dict[str, str],
     locked_redis_port: int,
@@ -173,9 +173,9 @@ def test_bad_configuration_exits_1_with_one_line(
     env = {**cli_env, "REDIS_URL": redis_url}
     assert cli("import", "demosite", "-", env=env, stdin="a:pw-first-0\n").returncode == 0
 
-    def fails(args: list[str], fragment: str, **extra: str) -> None:
+    def fails(args: list[str], fragment: str, code: int = 2, **extra: str) -> None:
         result = cli(*args, env={**env, **extra})
-        assert result.returncode == 1, result.stderr
+        assert result.returncode == code, result.stderr
         assert result.stderr.count("\n") == 1, result.stderr
         assert result.stderr.startswith("crawlfleet accountpool: error: ")
         assert fragment in result.stderr, result.stderr
@@ -186,6 +186,7 @@ def test_bad_configuration_exits_1_with_one_line(
     fails(
         ["generate", "--once"],
         "cannot reach Redis at redis://127.0.0.1:1/0",
+        1,
         REDIS_URL="redis://127.0.0.1:1/0",
     )
     fails(
@@ -202,7 +203,7 @@ def test_bad_configuration_exits_1_with_one_line(
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        fails(["serve", "--port", str(port)], f"cannot listen on 127.0.0.1:{port}")
+        fails(["serve", "--port", str(port)], f"cannot listen on 127.0.0.1:{port}", 1)
 
 
 def test_generate_and_test_once_from_the_command_line(

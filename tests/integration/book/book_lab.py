@@ -156,8 +156,6 @@ class Lab:
             str(port),
             "--redis-url",
             self.redis_url,
-            "--api-key",
-            PROXY_KEY,
             "--test-url",
             f"{self.site_url}/ip",
             "--fetch-interval",
@@ -171,8 +169,12 @@ class Lab:
         ]
         for proxy in self.proxies:
             argv += ["--proxy", proxy]
+        # The key comes from the environment: the proxy pool refuses it as a flag (ps shows it).
         self.proxypool = self._service(
-            "proxypool", argv, f"http://127.0.0.1:{port}/health", self.env()
+            "proxypool",
+            argv,
+            f"http://127.0.0.1:{port}/health",
+            self.env(PROXYPOOL_API_KEY=PROXY_KEY),
         )
         url = f"http://127.0.0.1:{port}"
         _wait_nonempty(f"{url}/random", PROXY_KEY)
@@ -217,7 +219,7 @@ class Lab:
         return url
 
     def crawl_env(self, proxypool_url: str, accountpool_url: str) -> dict[str, str]:
-        """The worker environment of DESIGN.md §3 (also kept as ``worker_env``)."""
+        """The worker environment of docs/design.md, Contracts (also kept as ``worker_env``)."""
         self.worker_env = self.env(
             BOOK_SITE_URL=self.site_url,
             PROXYPOOL_URL=proxypool_url,

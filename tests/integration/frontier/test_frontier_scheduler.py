@@ -353,7 +353,9 @@ def test_requeue_failed_bad_input(redis_url: str, capsys) -> None:
     assert cli.main(["requeue-failed", "site", "--redis-url", "redis://:secret@127.0.0.1:1/0"]) == 1
     err = capsys.readouterr().err
     assert "cannot reach Redis" in err and "secret" not in err and err.count("\n") == 1
-    assert cli.main(["requeue-failed", "site", "--limit", "-1", "--redis-url", redis_url]) == 1
+    with pytest.raises(SystemExit) as exit_info:  # a bad flag: argparse's status 2
+        cli.main(["requeue-failed", "site", "--limit", "-1", "--redis-url", redis_url])
+    assert exit_info.value.code == 2
 
 
 @pytest.mark.parametrize(

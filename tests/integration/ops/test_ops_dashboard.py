@@ -1,7 +1,7 @@
 """The dashboard service for real: HTTP API, auth, /metrics, and its page in headless Chromium.
 
 The browser test drives Debian's ``chromium`` through ``chromium-driver`` (selenium) during a
-real two-worker crawl, and saves the screenshot shown in the README (docs/dashboard.png).
+real two-worker crawl, and saves the screenshot shown in docs/dashboard.md (docs/dashboard.png).
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def test_bad_configuration_stops_the_service(redis_url: str, tmp_path: Path) -> 
     server = redis_server.start_redis(tmp_path, password="right")
     try:
         wrong = cli("dashboard", "--redis-url", f"redis://:bad@127.0.0.1:{server.port}/0")
-        assert_one_line_error(wrong, 1, "password")
+        assert_one_line_error(wrong, 2, "password")  # configuration: a restart would not help
         assert "bad" not in wrong.err
     finally:
         server.stop()

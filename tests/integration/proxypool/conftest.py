@@ -39,7 +39,7 @@ from proxypool_helpers import (
     wait_for_port,
 )
 
-API_KEY = "test-key"
+API_KEY = "proxypool-test-key-0123"
 
 
 def _serve_echo(certificate: tuple[Path, Path] | None = None) -> Iterator[EchoSite]:

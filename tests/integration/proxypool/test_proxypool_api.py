@@ -199,7 +199,7 @@ def test_report_decreases_at_once(
         ({"content": "{", "headers": {"content-type": "application/json"}}, 400, "not valid JSON"),
         ({"content": b"\xff\xfe"}, 400, "not UTF-8"),
         ({"content": ""}, 400, "no proxy given"),
-        ({"content": "x" * 5000}, 400, "larger than 4096 bytes"),
+        ({"content": "x" * 5000}, 413, "larger than 4096 bytes"),
     ],
 )
 def test_report_bad_input(

@@ -62,7 +62,7 @@ def test_secret_key_from_file(tmp_path: Path) -> None:
 
 def test_refuses_non_loopback_without_api_key() -> None:
     message = error(["serve", "--host", "0.0.0.0"])
-    assert "refusing to listen on 0.0.0.0 without an API key" in message
+    assert "refusing to listen on non-loopback address '0.0.0.0' without an API key" in message
     assert settings(["serve", "--host", "0.0.0.0", "--insecure-no-api-key"]).api_key is None
     env = {"ACCOUNTPOOL_INSECURE_NO_API_KEY": "true"}
     assert settings(["serve", "--host", "10.1.2.3"], env).api_key is None
@@ -80,8 +80,13 @@ def test_refuses_non_loopback_without_api_key() -> None:
         (["serve", "--api-key-file", "/nonexistent/k"], {}, "cannot read /nonexistent/k"),
         (["serve", "--api-key-file", "/dev/null"], {"ACCOUNTPOOL_API_KEY": API_KEY}, "only one"),
         (["serve", "--port", "0"], {}, "--port/ACCOUNTPOOL_PORT"),
-        (["serve", "--port", "70000"], {}, "1..65535"),
-        (["serve", "--port", "http"], {}, "must be a number"),
+        (["serve", "--port", "70000"], {}, "between 1 and 65535"),
+        (["serve", "--port", "http"], {}, "must be an integer"),
+        (["serve", "--port", "1e3"], {}, "--port/ACCOUNTPOOL_PORT must be an integer"),
+        (["serve", "--concurrency", "1e9"], {}, "--concurrency/ACCOUNTPOOL_CONCURRENCY must be"),
+        (["serve", "--concurrency", "1001"], {}, "between 1 and 1000"),
+        (["serve", "--backoff-max", "1e400"], {}, "--backoff-max"),
+        (["serve", "--redis-url", "redis://[bad"], {}, "--redis-url/REDIS_URL"),
         (["serve", "--redis-url", "localhost:6379"], {}, "--redis-url/REDIS_URL"),
         (["serve", "--redis-url", "http://:pw@h"], {}, "***"),
         (["serve", "--min-ttl", "60", "--refresh-before", "30"], {}, "--refresh-before"),
@@ -129,7 +134,7 @@ def test_main_exit_codes_and_one_line_errors(
 ) -> None:
     monkeypatch.delenv("ACCOUNTPOOL_SECRET_KEY", raising=False)
     monkeypatch.delenv("ACCOUNTPOOL_SECRET_KEY_FILE", raising=False)
-    assert main(["serve"]) == 1
+    assert main(["serve"]) == 2  # bad configuration: systemd must not restart it
     err = capsys.readouterr().err
     assert err.startswith("crawlfleet accountpool: error: ") and err.count("\n") == 1
     assert main([]) == 2
@@ -139,7 +144,7 @@ def test_main_exit_codes_and_one_line_errors(
     monkeypatch.setenv("ACCOUNTPOOL_SECRET_KEY", KEY)
     assert main(["import", "demosite", "/nonexistent/accounts.txt"]) == 1
     assert "cannot read /nonexistent/accounts.txt" in capsys.readouterr().err
-    assert main(["import", "nosite", "-"]) == 1
+    assert main(["import", "nosite", "-"]) == 2
     assert "unknown site 'nosite' (known: demosite)" in capsys.readouterr().err
     with pytest.raises(SystemExit) as info:
         main(["serve", "--secret-key", "x"])  # no such flag: secrets never on the command line
@@ -149,7 +154,7 @@ def test_main_exit_codes_and_one_line_errors(
 def test_docs_list_every_setting() -> None:
     from crawlfleet.accountpool.config import OPTIONS
 
-    docs = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "accountpool.md").read_text()
     for option in OPTIONS.values():
         default = f"`{option.default}`" if option.default else "(unset)"
         assert f"| `{option.flag}` | `{option.env}` | {default} |" in docs, option.flag

@@ -58,13 +58,13 @@ def test_dashboard_defaults_and_environment() -> None:
     )
     env = {
         "DASHBOARD_PORT": "9000",
-        "DASHBOARD_API_KEY": "k",
+        "DASHBOARD_API_KEY": "dashboard-key-0123456789",
         "DASHBOARD_SPIDERS": "book, site",
         "PROXYPOOL_URL": "http://hub:5555",
         "PROXYPOOL_API_KEY": "pk",
     }
     s = _settings("--host", "10.0.0.5", env=env)
-    assert (s.port, s.api_key, s.spiders) == (9000, "k", ("book", "site"))
+    assert (s.port, s.api_key, s.spiders) == (9000, env["DASHBOARD_API_KEY"], ("book", "site"))
     assert s.pools.proxypool_api_key == "pk"
     assert _settings("--port", "9001", env=env).port == 9001
 
@@ -77,8 +77,10 @@ def test_dashboard_refuses_an_exposed_bind_without_key(tmp_path: Path) -> None:
     assert _settings("--host", "::", env=env).host == "::"
     assert _settings("--host", "::1").host == "::1"
     key = tmp_path / "key"
-    key.write_text("from-file\n")
-    assert _settings("--host", "0.0.0.0", "--api-key-file", str(key)).api_key == "from-file"
+    key.write_text("from-file-0123456789\n")
+    assert (
+        _settings("--host", "0.0.0.0", "--api-key-file", str(key)).api_key == "from-file-0123456789"
+    )
 
 
 @pytest.mark.parametrize(

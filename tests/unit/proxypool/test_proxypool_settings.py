@@ -19,6 +19,8 @@ from crawlfleet.proxypool.settings import (
 )
 from crawlfleet.proxypool.sources import load_plugins
 
+KEY = "proxypool-unit-key-0123"
+
 
 def settings_from(argv: list[str], env: dict[str, str] | None = None) -> Settings:
     parser = argparse.ArgumentParser()
@@ -89,7 +91,8 @@ def test_environment_then_flag_precedence() -> None:
         (["--source-url", "http://x/?key=SECRET", "--source-url", "file:///etc"], {}, "file:"),
         ([], {"PROXYPOOL_ANONYMITY_CHECK": "perhaps"}, "true or false"),
         (["--log-format", "xml"], {}, "kv, json"),
-        (["--api-key", " "], {}, "'***' must not be empty"),
+        (["--api-key", " "], {}, "--api-key is refused: a flag shows the key to every user in ps"),
+        ([], {"PROXYPOOL_API_KEY": "k"}, "too short: use at least 16 characters"),
     ],
 )
 def test_bad_values_name_flag_and_variable(
@@ -113,7 +116,7 @@ def test_secrets_never_appear_in_errors() -> None:
 def test_non_loopback_needs_an_api_key(host: str) -> None:
     with pytest.raises(ConfigError, match="without an API key"):
         settings_from(["--host", host])
-    assert settings_from(["--host", host, "--api-key", "k"]).api_key == "k"
+    assert settings_from(["--host", host], {"PROXYPOOL_API_KEY": KEY}).api_key == KEY
     assert settings_from(["--host", host, "--insecure-no-api-key"]).host == host
     assert settings_from([], {"PROXYPOOL_HOST": host, "PROXYPOOL_INSECURE_NO_API_KEY": "1"})
 
@@ -127,15 +130,14 @@ def test_describe_masks_secrets() -> None:
     shown = describe(
         settings_from(
             [
-                "--api-key",
-                "topsecret",
                 "--redis-url",
                 "redis://:pw123@hub:6379/0",
                 "--proxy",
                 "http://u:pw456@1.2.3.4:80",
                 "--source-url",
                 "https://provider.example/list?apikey=pw789",
-            ]
+            ],
+            {"PROXYPOOL_API_KEY": "topsecret-topsecret"},
         )
     )
     text = repr(shown)

@@ -2,7 +2,7 @@
 
 ``SCHEDULER_QUEUE_CLASS = "crawlfleet.frontier.rabbitmq.PriorityQueue"``.
 
-The duplicate filter and the crawl's coordination stay on Redis; see the README (rabbitmq section).
+The duplicate filter and the crawl's coordination stay on Redis; see docs/design.md (RabbitMQ).
 """
 
 from crawlfleet.frontier.rabbitmq.client import BrokerConfigError

@@ -354,7 +354,7 @@ class Scheduler(FrontierScheduler):
             self._wake_engine()
 
     def _on_idle(self, spider: Spider) -> None:
-        """Close only when the whole cluster looked idle for long enough (README, RabbitMQ)."""
+        """Close only when the whole cluster looked idle for long enough (docs/design.md)."""
         self._collect_finished()
         self._check_seeding_done()
         synced = self._sync("sync")
