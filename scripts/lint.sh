@@ -9,3 +9,4 @@ echo "== mypy";          (cd project && mypy)
 echo "== yamllint";      yamllint --strict .
 echo "== ansible-lint";  ansible-lint --offline
 echo "== syntax-check";  ansible-playbook --syntax-check -i inventory site.yml
+echo "== docs";          .venv/bin/python scripts/gendocs.py --check
