@@ -7,19 +7,13 @@ Imported under this unique name by tests and tests/bench; tests/conftest.py wrap
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import redis
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from support.net import free_port
 
 
 @dataclass

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +28,8 @@ import httpx
 import pytest
 import scrapy
 from scrapy.utils.test import get_crawler
+from support.net import free_port
+from support.waiting import wait_until
 
 from crawlfleet.accountpool.crypto import generate_key
 from crawlfleet.frontier.scheduler import Scheduler
@@ -48,21 +48,6 @@ SERVE = {
     "accountpool": ["accountpool", "serve", "--no-generator", "--no-tester"],
     "dashboard": ["dashboard", "--sample-interval", "0.5"],
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def base_env(**extra: str) -> dict[str, str]:

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from support.net import free_port
+from support.waiting import wait_until
 
 from crawlfleet.accountpool.crypto import generate_key
 
@@ -27,21 +26,6 @@ ADMIN_SECRET = "hub-service-admin-secret"
 KINDS = ("proxypool", "accountpool", "dashboard", "demosite")
 # The service's own environment variables are dropped, so the machine's settings cannot leak in.
 _PREFIXES = ("PROXYPOOL_", "ACCOUNTPOOL_", "DASHBOARD_", "DEMOSITE_")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 @dataclass

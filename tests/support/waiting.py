@@ -1,0 +1,18 @@
+"""Waiting on a condition with a bounded timeout: tests never wait on the wall clock alone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def wait_until(
+    check: Callable[[], bool], what: str = "", timeout: float = 30.0, interval: float = 0.05
+) -> None:
+    """Poll ``check`` until it is true; AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what or 'a condition'}")
