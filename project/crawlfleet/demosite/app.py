@@ -36,6 +36,8 @@ log = logging.getLogger("crawlfleet.demosite")
 Handler = Callable[[Request], Awaitable[Response]]
 # Settings /api/admin/config may change while the site runs (tests and demos tighten the site).
 TUNABLE = ("rate_limit", "rate_window", "ban_seconds", "ban_status", "latency_ms")
+# The admin API's largest step of the site's clock (a year, in seconds).
+MAX_CLOCK_STEP = 366 * 86400
 # The admin API's ceiling for latency_ms: a request may be slow, the site must still stop.
 MAX_LATENCY_MS = 60_000
 MAX_BODY = 64 * 1024
@@ -51,6 +53,26 @@ def _finite(value: float) -> bool:
         return math.isfinite(float(value))
     except OverflowError:
         return False
+
+
+class SiteClock:
+    """The site's sense of time: the machine's clocks plus an offset the admin API can advance.
+
+    Tests and demos move the site's time forward (a token expires, a ban ends) instead of
+    sleeping through it: ``POST /api/admin/clock {"advance_seconds": N}``.
+    """
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def wall(self) -> float:
+        return time.time() + self.offset
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
 
 
 class RateLimiter:
@@ -100,14 +122,15 @@ class RateLimiter:
 class Tokens:
     """Issues and checks HS256 JWTs; revocation by token id, by user, or of everything so far."""
 
-    def __init__(self, secret: str, ttl: float) -> None:
+    def __init__(self, secret: str, ttl: float, clock: SiteClock) -> None:
         self.secret = secret
         self.ttl = ttl
+        self.clock = clock
         self._revoked_ids: set[str] = set()
         self._revoked_before: dict[str, int] = {}  # username ("*" = all) -> issued-at ns cut-off
 
     def issue(self, username: str) -> str:
-        now = time.time()
+        now = self.clock.wall()
         claims = {
             "sub": username,
             "jti": uuid.uuid4().hex,
@@ -120,13 +143,20 @@ class Tokens:
     def check(self, token: str) -> tuple[dict[str, Any] | None, str]:
         """(claims, "") for a valid token, else (None, reason)."""
         try:
+            # expiry is checked against the site's clock below, not PyJWT's
             claims: dict[str, Any] = jwt.decode(
-                token, self.secret, algorithms=["HS256"], options={"require": ["exp", "sub"]}
+                token,
+                self.secret,
+                algorithms=["HS256"],
+                options={"require": ["exp", "sub"], "verify_exp": False},
             )
-        except jwt.ExpiredSignatureError:
-            return None, "token expired"
         except jwt.InvalidTokenError:
             return None, "invalid token"
+        exp = claims["exp"]
+        if isinstance(exp, bool) or not isinstance(exp, int | float):
+            return None, "invalid token"
+        if exp <= self.clock.wall():
+            return None, "token expired"
         issued = int(claims.get("ins", 0))
         cutoff = max(
             self._revoked_before.get(str(claims["sub"]), -1), self._revoked_before.get("*", -1)
@@ -156,7 +186,8 @@ class DemoSite:
         self.config = config
         self.catalogue = Catalogue(config.books, config.seed)
         self.limiter = RateLimiter(config.rate_limit, config.rate_window, config.ban_seconds)
-        self.tokens = Tokens(config.jwt_secret, config.token_ttl)
+        self.clock = SiteClock()
+        self.tokens = Tokens(config.jwt_secret, config.token_ttl, self.clock)
         self.requests_total = 0
         self.book_requests: dict[str, int] = {}  # client address -> catalogue API requests
         routes = [
@@ -168,6 +199,7 @@ class DemoSite:
             Route("/api/admin/revoke", self.revoke, methods=["POST"]),
             Route("/api/admin/stats", self.admin_stats, methods=["GET", "DELETE"]),
             Route("/api/admin/config", self.admin_config, methods=["GET", "POST"]),
+            Route("/api/admin/clock", self.admin_clock, methods=["GET", "POST"]),
         ]
         self.app = Starlette(routes=routes)
         install_guard(self.app, GuardPolicy(error=_error, max_body=MAX_BODY))
@@ -182,7 +214,7 @@ class DemoSite:
         async def endpoint(request: Request) -> Response:
             self.requests_total += 1
             address = self.client_address(request)
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if self.config.latency_ms:
                 await asyncio.sleep(self.config.latency_ms / 1000)
             left = self.limiter.banned_for(address, now)
@@ -304,7 +336,7 @@ class DemoSite:
             self.limiter = RateLimiter(
                 self.config.rate_limit, self.config.rate_window, self.config.ban_seconds
             )
-        now = time.monotonic()
+        now = self.clock.monotonic()
         return JSONResponse(
             {
                 "requests": self.requests_total,
@@ -342,6 +374,30 @@ class DemoSite:
             self.limiter.window = self.config.rate_window
             self.limiter.ban_seconds = self.config.ban_seconds
         return JSONResponse({name: getattr(self.config, name) for name in TUNABLE})
+
+    async def admin_clock(self, request: Request) -> Response:
+        """GET: the site clock's offset; POST ``{"advance_seconds": N}``: move its time forward."""
+        if denied := self._admin_denied(request):
+            return denied
+        if request.method == "POST":
+            try:
+                body = parse_json(await request.body())
+            except ValueError:
+                body = None
+            step = body.get("advance_seconds") if isinstance(body, dict) else None
+            if (
+                not isinstance(body, dict)
+                or set(body) != {"advance_seconds"}
+                or isinstance(step, bool)
+                or not isinstance(step, int | float)
+                or not _finite(step)
+                or not 0 < step <= MAX_CLOCK_STEP
+            ):
+                return _error(
+                    400, f'body must be {{"advance_seconds": N}} with 0 < N <= {MAX_CLOCK_STEP}'
+                )
+            self.clock.advance(float(step))
+        return JSONResponse({"offset_seconds": self.clock.offset})
 
 
 def create_app(config: SiteConfig) -> Starlette:

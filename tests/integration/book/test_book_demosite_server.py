@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 import httpx
-from book_lab import ACCOUNTS, BIN, Lab
+from book_lab import ACCOUNTS, ADMIN_SECRET, BIN, Lab
 
 
 def client_from(address: str) -> httpx.Client:
@@ -24,13 +23,13 @@ def login(client: httpx.Client, site: str) -> dict[str, str]:
 
 
 def test_site_rejects_missing_and_expired_tokens(lab: Lab) -> None:
-    site = lab.start_demosite("--token-ttl", "1", books=20)
+    site = lab.start_demosite("--token-ttl", "60", books=20)
     with client_from("127.0.0.1") as client:
         assert client.get(f"{site}/api/book/").status_code == 401
         headers = login(client, site)
         body = client.get(f"{site}/api/book/?limit=18&offset=18", headers=headers).json()
         assert body["count"] == 20 and len(body["results"]) == 2
-        time.sleep(2.1)  # exp has one-second resolution
+        lab.admin("/api/admin/clock", {"advance_seconds": 61})  # the site's time, not a sleep
         resp = client.get(f"{site}/api/book/", headers=headers)
         assert resp.status_code == 401
         assert resp.json() == {"detail": "token expired"}
@@ -60,7 +59,7 @@ def test_site_bans_a_busy_address_only(lab: Lab) -> None:
         assert calm.get(f"{site}/ip").json() == {"origin": "127.0.0.3"}
         assert calm.get(f"{site}/api/book/", headers=headers).status_code == 200
         assert lab.admin("/api/admin/stats")["banned"] == ["127.0.0.2"]
-        time.sleep(1.6)
+        lab.admin("/api/admin/clock", {"advance_seconds": 1.6})  # the ban ends: no sleep
         assert busy.get(f"{site}/api/book/", headers=headers).status_code == 200
 
 
@@ -77,3 +76,24 @@ def test_bad_flags_exit_2_with_one_line() -> None:
         assert proc.returncode == 2
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith("crawlfleet demosite: error: ") and needle in last
+
+
+def test_site_clock_moves_only_forward_by_sane_steps(lab: Lab) -> None:
+    lab.start_demosite(books=5)
+    url = f"{lab.site_url}/api/admin/clock"
+    headers = {"X-Admin-Secret": ADMIN_SECRET}
+    for bad in (
+        {"advance_seconds": 0},
+        {"advance_seconds": -5},
+        {"advance_seconds": 1e308},
+        {"advance_seconds": "60"},
+        {"advance_seconds": True},
+        {"advance_seconds": 60, "x": 1},
+        [],
+    ):
+        resp = httpx.post(url, json=bad, headers=headers, trust_env=False)
+        assert resp.status_code == 400, (bad, resp.text)
+        assert "advance_seconds" in resp.json()["detail"]
+    assert httpx.get(url, headers=headers, trust_env=False).json() == {"offset_seconds": 0.0}
+    assert lab.admin("/api/admin/clock", {"advance_seconds": 90}) == {"offset_seconds": 90.0}
+    assert httpx.post(url, json={"advance_seconds": 1}, trust_env=False).status_code == 403
