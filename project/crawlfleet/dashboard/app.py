@@ -38,7 +38,7 @@ from crawlfleet.dashboard import metrics
 from crawlfleet.dashboard.config import Settings
 from crawlfleet.dashboard.sampler import QueueSampler
 from crawlfleet.redisconn import mask_url, redis_location
-from crawlfleet.service.http import GuardPolicy, install_guard
+from crawlfleet.service.http import GuardPolicy, install_guard, json_error
 from crawlfleet.service.redisfail import RedisFailure, RedisGuard
 
 log = logging.getLogger("crawlfleet.dashboard")
@@ -257,7 +257,7 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
     install_guard(
         app,
         GuardPolicy(
-            error=lambda status, message: JSONResponse({"error": message}, status),
+            error=json_error,
             max_body=MAX_BODY,
             key_header="X-API-Key",
             api_key_required=bool(settings.api_key),

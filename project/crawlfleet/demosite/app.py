@@ -47,6 +47,15 @@ def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> J
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 
+async def _json_object(request: Request) -> dict[str, Any] | None:
+    """The request's body when it is a JSON object, else None (the caller says what it wants)."""
+    try:
+        body = parse_json(await request.body())
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
 def _finite(value: float) -> bool:
     """False for inf, nan and integers too large to be a float (``1e400``, ``10**400``)."""
     try:
@@ -303,18 +312,15 @@ class DemoSite:
         """Revoke ``{"token": t}``, ``{"username": u}`` (u's tokens so far) or ``{"all": true}``."""
         if denied := self._admin_denied(request):
             return denied
-        try:
-            body = parse_json(await request.body())
-        except ValueError:
-            body = None
-        if isinstance(body, dict) and isinstance(body.get("token"), str):
+        body = await _json_object(request) or {}
+        if isinstance(body.get("token"), str):
             if not self.tokens.revoke_token(body["token"]):
                 return _error(400, "not a token of this site")
             return JSONResponse({"revoked": "token"})
-        if isinstance(body, dict) and isinstance(body.get("username"), str):
+        if isinstance(body.get("username"), str):
             self.tokens.revoke_issued_until_now(body["username"])
             return JSONResponse({"revoked": f"user:{body['username']}"})
-        if isinstance(body, dict) and body.get("all") is True:
+        if body.get("all") is True:
             self.tokens.revoke_issued_until_now("*")
             return JSONResponse({"revoked": "all"})
         return _error(400, 'body must be {"token": ...}, {"username": ...} or {"all": true}')
@@ -351,11 +357,8 @@ class DemoSite:
         if denied := self._admin_denied(request):
             return denied
         if request.method == "POST":
-            try:
-                body = parse_json(await request.body())
-            except ValueError:
-                body = None
-            if not isinstance(body, dict) or not body or set(body) - set(TUNABLE):
+            body = await _json_object(request)
+            if not body or set(body) - set(TUNABLE):
                 return _error(400, f"body must be a JSON object with some of {', '.join(TUNABLE)}")
             for name, value in body.items():
                 kind = int if name in ("rate_limit", "ban_status") else (int, float)
@@ -380,13 +383,10 @@ class DemoSite:
         if denied := self._admin_denied(request):
             return denied
         if request.method == "POST":
-            try:
-                body = parse_json(await request.body())
-            except ValueError:
-                body = None
-            step = body.get("advance_seconds") if isinstance(body, dict) else None
+            body = await _json_object(request)
+            step = body.get("advance_seconds") if body else None
             if (
-                not isinstance(body, dict)
+                body is None
                 or set(body) != {"advance_seconds"}
                 or isinstance(step, bool)
                 or not isinstance(step, int | float)

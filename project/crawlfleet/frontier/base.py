@@ -21,8 +21,15 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
+from scrapy.utils.misc import build_from_crawler
 
-from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, load_class
+from crawlfleet.frontier.config import (
+    SCRAPY_DEFAULT_DUPEFILTER,
+    SET_DUPEFILTER,
+    FrontierConfig,
+    FrontierConfigError,
+    load_class,
+)
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, unwrap
 from crawlfleet.frontier.serialization import EncodeError, RequestCodec
@@ -36,6 +43,22 @@ logger = logging.getLogger(__name__)
 
 # How often (seconds) an unreachable Redis is reported while the worker keeps retrying.
 ERROR_LOG_INTERVAL = 10.0
+
+
+def build_dupefilter(crawler: Crawler) -> RedisDupeFilter:
+    """The crawl's Redis dupefilter from DUPEFILTER_CLASS (every backend keeps it in Redis)."""
+    settings = crawler.settings
+    path = settings.get("DUPEFILTER_CLASS")
+    if not path or path == SCRAPY_DEFAULT_DUPEFILTER:
+        # Scrapy's in-memory default cannot be shared; an unset DUPEFILTER_CLASS means "the set".
+        path = SET_DUPEFILTER
+    cls = load_class("DUPEFILTER_CLASS", path)
+    if not issubclass(cls, RedisDupeFilter):
+        raise FrontierConfigError(
+            f"DUPEFILTER_CLASS {path!r} is not a Redis dupefilter; use "
+            f"crawlfleet.frontier.dupefilter.SetDupeFilter or BloomDupeFilter"
+        )
+    return build_from_crawler(cls, crawler)
 
 
 class FrontierScheduler(BaseScheduler):

@@ -19,17 +19,13 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
-from scrapy.utils.misc import build_from_crawler
 from twisted.internet.task import LoopingCall
 
 from crawlfleet.frontier import scripts
-from crawlfleet.frontier.base import FrontierScheduler
+from crawlfleet.frontier.base import FrontierScheduler, build_dupefilter
 from crawlfleet.frontier.config import (
-    SCRAPY_DEFAULT_DUPEFILTER,
-    SET_DUPEFILTER,
     FrontierConfig,
     FrontierConfigError,
-    load_class,
     redis_from_settings,
 )
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
@@ -67,21 +63,6 @@ class ClusterStatus:
             or self.seeding not in ("", me)
             or self.paused
         )
-
-
-def build_dupefilter(crawler: Crawler) -> RedisDupeFilter:
-    settings = crawler.settings
-    path = settings.get("DUPEFILTER_CLASS")
-    if not path or path == SCRAPY_DEFAULT_DUPEFILTER:
-        # Scrapy's in-memory default cannot be shared; an unset DUPEFILTER_CLASS means "the set".
-        path = SET_DUPEFILTER
-    cls = load_class("DUPEFILTER_CLASS", path)
-    if not issubclass(cls, RedisDupeFilter):
-        raise FrontierConfigError(
-            f"DUPEFILTER_CLASS {path!r} is not a Redis dupefilter; use "
-            f"crawlfleet.frontier.dupefilter.SetDupeFilter or BloomDupeFilter"
-        )
-    return build_from_crawler(cls, crawler)
 
 
 class Scheduler(FrontierScheduler):
@@ -432,8 +413,7 @@ class Scheduler(FrontierScheduler):
         self._count([r for r in counted if r >= 0])
         fed = counted.count(1)
         if fed:
-            self.stats.inc_value("scheduler/enqueued/redis", fed)
-            self.stats.inc_value("scheduler/enqueued", fed)
+            self._count_enqueued(fed)
 
     # -- timers and signals -------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from crawlfleet.proxypool.proxies import ProxyFormatError, parse_proxy, render_p
 from crawlfleet.proxypool.settings import Settings
 from crawlfleet.proxypool.store import ProxyStore
 from crawlfleet.redisconn import mask_url, redis_location
-from crawlfleet.service.http import GuardPolicy, install_guard, parse_json
+from crawlfleet.service.http import GuardPolicy, install_guard, json_error, parse_json
 from crawlfleet.service.redisfail import RedisFailure, RedisGuard
 
 REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
@@ -253,7 +253,7 @@ def create_app(settings: Settings, store: ProxyStore) -> Starlette:
     install_guard(
         app,
         GuardPolicy(
-            error=lambda status, message: JSONResponse({"error": message}, status),
+            error=json_error,
             max_body=MAX_REPORT_BODY,
             key_header="X-API-Key",
             api_key_required=bool(api_key),

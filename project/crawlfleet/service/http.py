@@ -50,7 +50,7 @@ from typing import Any
 
 import h11
 from starlette.applications import Starlette
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -64,6 +64,11 @@ FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-dat
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 ErrorResponse = Callable[[int, str], Response]
+
+
+def json_error(status: int, message: str) -> Response:
+    """The hub services' error body, ``{"error": message}`` (the guard's refusals use it too)."""
+    return JSONResponse({"error": message}, status)
 
 
 class BadJson(ValueError):

@@ -21,7 +21,7 @@ from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 from twisted.internet.task import LoopingCall
 
-from crawlfleet.frontier.base import ERROR_LOG_INTERVAL, FrontierScheduler
+from crawlfleet.frontier.base import ERROR_LOG_INTERVAL, FrontierScheduler, build_dupefilter
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, redis_from_settings
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
@@ -76,8 +76,6 @@ class Scheduler(FrontierScheduler):
     @classmethod
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
         """Connect to Redis and RabbitMQ (errors are one-line ``FrontierConfigError``s)."""
-        from crawlfleet.frontier.scheduler import build_dupefilter
-
         client = redis_from_settings(crawler.settings)
         queue = PriorityQueue.from_settings(
             crawler.settings,
