@@ -48,6 +48,7 @@ from crawlfleet.redisconn import (
     has_credentials,
     mask_secrets,
     mask_url,
+    sentinel_problem,
     url_secrets,
 )
 
@@ -159,6 +160,8 @@ def redis_cause(
     exc: BaseException, url: str, timeout: float, host: str, secrets: Iterable[str] = ()
 ) -> str:
     """Why the connection, AUTH or PING failed, in words an operator can act on."""
+    if isinstance(exc, redis.sentinel.MasterNotFoundError):
+        return sentinel_problem(url, timeout)
     text = quote(str(exc), [*secrets, *url_secrets(url)])
     if isinstance(exc, redis.AuthenticationError) or any(
         word in text for word in ("NOAUTH", "WRONGPASS")
