@@ -45,6 +45,10 @@ logger = logging.getLogger(__name__)
 ERROR_LOG_INTERVAL = 10.0
 
 
+class NotReplicated(redis.RedisError):
+    """Fewer replicas than SCHEDULER_WAIT_REPLICAS confirmed a write in time."""
+
+
 def build_dupefilter(crawler: Crawler) -> RedisDupeFilter:
     """The crawl's Redis dupefilter from DUPEFILTER_CLASS (every backend keeps it in Redis)."""
     settings = crawler.settings
@@ -80,7 +84,7 @@ class FrontierScheduler(BaseScheduler):
         self.df = dupefilter
         self.stats = crawler.stats
         self.worker = config.worker_id
-        self.prefix = config.spider
+        self.keys = config.keys
         self.spider: Spider | None = None
         self.codec: RequestCodec | None = None
         self._buffer: deque[Lease] = deque()
@@ -237,6 +241,27 @@ class FrontierScheduler(BaseScheduler):
         nextcall = getattr(slot, "nextcall", None)
         if nextcall is not None:
             nextcall.schedule()
+
+    def _durably(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """Run a write ``script``; with ``SCHEDULER_WAIT_REPLICAS``, also ``WAIT`` for replicas.
+
+        Script and WAIT go in one round trip on one connection (WAIT counts that connection's
+        writes). Too few replicas within ``SCHEDULER_WAIT_TIMEOUT`` raise ``NotReplicated``, a
+        Redis error: the caller keeps the work and retries it, as after any Redis failure.
+        """
+        want = self.config.wait_replicas
+        if not want:
+            return script(keys=keys, args=args)
+        pipe = self.client.pipeline(transaction=False)
+        script(keys=keys, args=args, client=pipe)
+        pipe.wait(want, self.config.wait_timeout_ms)
+        result, acked = pipe.execute()
+        if int(acked) < want:
+            raise NotReplicated(
+                f"{acked} of the {want} replica(s) SCHEDULER_WAIT_REPLICAS asks for took the "
+                f"write within SCHEDULER_WAIT_TIMEOUT ({self.config.wait_timeout_ms} ms)"
+            )
+        return result
 
     def _redis_error(self, what: str, exc: Exception) -> None:
         now = time.monotonic()

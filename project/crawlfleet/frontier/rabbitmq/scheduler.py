@@ -52,7 +52,7 @@ class Scheduler(FrontierScheduler):
         super().__init__(crawler, config, client, dupefilter)
         self.queue = queue
         self._args = [
-            self.prefix,
+            self.keys.prefix,
             self.worker,
             str(int((config.lease_timeout - config.heartbeat_interval) * 1000)),
         ]
@@ -97,7 +97,7 @@ class Scheduler(FrontierScheduler):
         if self.config.flush_on_start:
             # the queue itself was deleted and re-declared when it was opened
             self.df.clear()
-            self.client.delete(f"{self.prefix}:seeding")
+            self.client.delete(self.keys.seeding)
         self.df.open()
         self._sync("claim")
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
@@ -111,7 +111,7 @@ class Scheduler(FrontierScheduler):
         logger.info(
             "Frontier worker %s joined %s on RabbitMQ %s (queue %r, %d ready), %s start requests",
             self.worker,
-            self.prefix,
+            self.config.spider,
             self.queue.client.masked_url,
             self.queue.key,
             self.queue.client.message_count,
@@ -376,7 +376,7 @@ class Scheduler(FrontierScheduler):
             raise DontCloseSpider
         logger.info(
             "Frontier %s: nothing queued or held anywhere; closing",
-            self.prefix,
+            self.config.spider,
             extra={"spider": spider},
         )
 
