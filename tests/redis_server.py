@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 from support.net import free_port
+from support.services import log_tail
 from support.waiting import wait_until
 
 
@@ -34,55 +37,63 @@ class RedisServer:
         return redis.Redis.from_url(self.url)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
+        stop_process(self.process)
 
     def start(self) -> None:
         """(Re)start on the same port and directory, so AOF data survives a restart."""
         self.process = _spawn(self.port, self.password, self.workdir)
 
 
-def _spawn(port: int, password: str | None, workdir: Path) -> subprocess.Popen[bytes]:
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Terminate a redis-server this test started, if it still runs, and reap it."""
+    if process.poll() is None:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def pings(port: int, **kwargs: Any) -> Callable[[], bool]:
+    """A readiness probe: True once redis-server on ``port`` answers PING (``kwargs`` log in)."""
+
+    def ping() -> bool:
+        try:
+            return bool(redis.Redis(port=port, socket_timeout=2, **kwargs).ping())
+        except (redis.ConnectionError, OSError):
+            return False
+
+    return ping
+
+
+def spawn_redis(
+    workdir: Path, port: int, extra: list[str], ready: Callable[[], bool]
+) -> subprocess.Popen[bytes]:
+    """redis-server in the foreground, logging to ``workdir``/redis.log, once ``ready()`` holds.
+
+    ``extra`` carries the listening port(s), persistence and authentication options.
+    """
     server = shutil.which("redis-server") or "/usr/bin/redis-server"
-    args = [
-        server,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--dir",
-        str(workdir),
-        "--save",
-        "",
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "everysec",
-        "--daemonize",
-        "no",
-        "--logfile",
-        str(workdir / "redis.log"),
-    ]
-    if password:
-        args += ["--requirepass", password]
+    log = workdir / "redis.log"
+    args = [server, "--bind", "127.0.0.1", "--dir", str(workdir), "--save", ""]
+    args += ["--daemonize", "no", "--logfile", str(log), *extra]
     proc = subprocess.Popen(args)
 
-    def answers() -> bool:
-        try:
-            redis.Redis(port=port, password=password).ping()
-        except redis.ConnectionError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {proc.returncode}") from None
-            return False
-        return True
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"redis-server exited with {proc.returncode}: {log_tail(log)}")
+        return ready()
 
     try:
-        wait_until(answers, f"redis-server on port {port}", timeout=10)
+        wait_until(up, f"redis-server on port {port}", timeout=10)
     except AssertionError:
         proc.kill()
         raise
     return proc
+
+
+def _spawn(port: int, password: str | None, workdir: Path) -> subprocess.Popen[bytes]:
+    extra = ["--port", str(port), "--appendonly", "yes", "--appendfsync", "everysec"]
+    if password:
+        extra += ["--requirepass", password]
+    return spawn_redis(workdir, port, extra, pings(port, password=password))
 
 
 def start_redis(tmp_path: Path, password: str | None = None) -> RedisServer:

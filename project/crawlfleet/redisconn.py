@@ -416,7 +416,8 @@ def url_user(url: str) -> str:
         return "default"
 
 
-def _exception_chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or during (libraries wrap socket errors)."""
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in seen:
@@ -443,7 +444,7 @@ def tls_problem(
 ) -> str | None:
     """Why the TLS handshake with ``what`` at ``url`` failed (host and cause, one line naming
     ``setting`` and the CA setting ``ca``), or None when ``exc`` is no TLS failure."""
-    chain = _exception_chain(exc)
+    chain = exception_chain(exc)
     where = _where(url)
     for error in chain:
         if isinstance(error, ssl.SSLCertVerificationError):

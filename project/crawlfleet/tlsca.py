@@ -123,6 +123,55 @@ def _write_cert(path: Path, cert: x509.Certificate, outcome: Outcome, reason: st
     outcome.files.append(str(path))
 
 
+def _check_days(days: int, renew_days: int) -> None:
+    if days <= renew_days:
+        raise CaError(f"--days ({days}) must be more than --renew-days ({renew_days})")
+
+
+def _sign(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public: ec.EllipticCurvePublicKey,
+    signer: ec.EllipticCurvePrivateKey,
+    *,
+    moment: datetime.datetime,
+    not_after: datetime.datetime,
+    ca: bool,
+    extensions: Sequence[tuple[x509.ExtensionType, bool]],
+) -> x509.Certificate:
+    """A certificate valid from a little before ``moment``, with the basic constraints and key
+    usage of a CA (signs certificates) or of a host (TLS), then ``extensions`` (each with its
+    critical flag) in order.
+    """
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(moment - _BACKDATE)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=not ca,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
+    for extension, critical in extensions:
+        builder = builder.add_extension(extension, critical=critical)
+    return builder.sign(signer, hashes.SHA256())
+
+
 def ca_paths(directory: Path) -> tuple[Path, Path]:
     return directory / "ca.key", directory / "ca.crt"
 
@@ -136,8 +185,7 @@ def ensure_ca(
     now: Clock = utcnow,
 ) -> Outcome:
     """Create the CA in ``directory`` when missing; renew it when within ``renew_days``."""
-    if days <= renew_days:
-        raise CaError(f"--days ({days}) must be more than --renew-days ({renew_days})")
+    _check_days(days, renew_days)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     outcome = Outcome()
     key_path, cert_path = ca_paths(directory)
@@ -151,31 +199,15 @@ def ensure_ca(
         reason = "re-issued for ca.key"
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     public = key.public_key()
-    built = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(moment - _BACKDATE)
-        .not_valid_after(moment + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-        .sign(key, hashes.SHA256())
+    built = _sign(
+        subject,
+        subject,
+        public,
+        key,
+        moment=moment,
+        not_after=moment + datetime.timedelta(days=days),
+        ca=True,
+        extensions=[(x509.SubjectKeyIdentifier.from_public_key(public), False)],
     )
     _write_cert(cert_path, built, outcome, f"CA {reason}")
     return outcome
@@ -221,8 +253,7 @@ def ensure_host(
     now: Clock = utcnow,
 ) -> Outcome:
     """``<host>.key`` and ``<host>.crt`` in ``out`` (default: the CA directory), up to date."""
-    if days <= renew_days:
-        raise CaError(f"--days ({days}) must be more than --renew-days ({renew_days})")
+    _check_days(days, renew_days)
     if not host or "/" in host or host.startswith("."):
         raise CaError(f"--host {host[:60]!r} must be a host name (it names the files)")
     key_path, cert_path = ca_paths(directory)
@@ -255,42 +286,21 @@ def ensure_host(
         return outcome
     not_after = min(moment + datetime.timedelta(days=days), ca_cert.not_valid_after_utc)
     public = key.public_key()
-    built = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(moment - _BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=True,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(
-            x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
+    usage = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    built = _sign(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]),
+        ca_cert.subject,
+        public,
+        ca_key,
+        moment=moment,
+        not_after=not_after,
+        ca=False,
+        extensions=[
+            (x509.ExtendedKeyUsage(usage), False),
+            (x509.SubjectAlternativeName(sans), False),
+            (x509.SubjectKeyIdentifier.from_public_key(public), False),
+            (x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False),
+        ],
     )
     _write_cert(host_cert_path, built, outcome, f"certificate {reason}")
     return outcome

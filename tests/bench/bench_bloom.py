@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from benchrow import Section
 from support.waiting import wait_until
 
 from crawlfleet.frontier.bloom import BloomFilter, expected_error_rate
@@ -41,6 +42,7 @@ from crawlfleet.frontier.dupefilter import BloomDupeFilter
 ROOT = Path(__file__).resolve().parents[2]
 
 SECTION = "bloom dupefilter"
+_row = Section(SECTION).row
 OURS = "crawlfleet BloomDupeFilter"
 BOOK = "scrapy-redis-bloomfilter 0.8.1"
 SET = "scrapy-redis 0.9.1 set (SADD)"
@@ -228,17 +230,6 @@ def _ours(url: str, key: str, **sizing: Any) -> BloomDupeFilter:
     df = BloomDupeFilter(client, bf.layout, _Identity())  # type: ignore[arg-type]
     df.open()
     return df
-
-
-def _row(scenario: str, metric: str, value: float, unit: str, note: str = "") -> dict[str, Any]:
-    return {
-        "section": SECTION,
-        "scenario": scenario,
-        "metric": metric,
-        "value": float(value),
-        "unit": unit,
-        "note": note,
-    }
 
 
 def _commands(client: redis.Redis) -> int:

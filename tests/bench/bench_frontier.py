@@ -20,11 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchrow import Section
 from support.net import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SECTION = "frontier (issue 3)"
+row = Section(SECTION).row
 LATENCY_MS = 20
 BATCHED = "crawlfleet, SCHEDULER_ENQUEUE_BATCH"
 
@@ -58,17 +60,6 @@ def _redis_cpu(server: Any) -> float:
     info = client.info("cpu")
     client.close()
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
-def row(scenario: str, metric: str, value: float, unit: str, note: str = "") -> dict[str, Any]:
-    return {
-        "section": SECTION,
-        "scenario": scenario,
-        "metric": metric,
-        "value": float(value),
-        "unit": unit,
-        "note": note,
-    }
 
 
 def run(ctx: Any) -> list[dict[str, Any]]:

@@ -21,11 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchrow import Section
 from support.sentinel import start_sentinel_group
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SECTION = "Sentinel failover (issue 18)"
+row = Section(SECTION).row
 
 
 def _scheduler(redis_url: str, wait: int) -> Any:
@@ -97,17 +99,6 @@ def _finish(proc: subprocess.Popen[bytes], result: Path, timeout: float) -> dict
         raise RuntimeError(f"bench worker failed: {err.decode()[-2000:]}")
     data: dict[str, Any] = json.loads(result.read_text())
     return data
-
-
-def row(scenario: str, metric: str, value: float, unit: str, note: str = "") -> dict[str, Any]:
-    return {
-        "section": SECTION,
-        "scenario": scenario,
-        "metric": metric,
-        "value": float(value),
-        "unit": unit,
-        "note": note,
-    }
 
 
 def run(ctx: Any) -> list[dict[str, Any]]:

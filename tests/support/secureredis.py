@@ -8,19 +8,14 @@ CA bundle a client verifies with.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import redis
 
 from crawlfleet import acl, tlsca
 from support.net import free_port
-from support.services import log_tail
-from support.waiting import wait_until
+
+from redis_server import pings, spawn_redis, stop_process
 
 PASSWORDS = {role: f"{role}-password-0123456789" for role in acl.ROLES}
 
@@ -42,51 +37,7 @@ class SecureRedis:
         return f"{self.scheme}://{auth}{host}:{self.port}/0{query}"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-
-
-def _spawn(
-    workdir: Path, port: int, extra: list[str], ready: Callable[[], bool]
-) -> subprocess.Popen[bytes]:
-    server = shutil.which("redis-server") or "/usr/bin/redis-server"
-    log = workdir / "redis.log"
-    args = [
-        server,
-        "--bind",
-        "127.0.0.1",
-        "--dir",
-        str(workdir),
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]
-    args += ["--daemonize", "no", "--logfile", str(log), *extra]
-    proc = subprocess.Popen(args)
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"redis-server exited with {proc.returncode}: {log_tail(log)}")
-        return ready()
-
-    try:
-        wait_until(up, f"redis-server on port {port}", timeout=10)
-    except AssertionError:
-        proc.kill()
-        raise
-    return proc
-
-
-def _answers(port: int, **kwargs: Any) -> Callable[[], bool]:
-    def ping() -> bool:
-        try:
-            return bool(redis.Redis(port=port, socket_timeout=2, **kwargs).ping())
-        except (redis.ConnectionError, OSError):
-            return False
-
-    return ping
+        stop_process(self.process)
 
 
 def start_acl_redis(workdir: Path, spiders: list[str]) -> SecureRedis:
@@ -95,8 +46,9 @@ def start_acl_redis(workdir: Path, spiders: list[str]) -> SecureRedis:
     aclfile = workdir / "users.acl"
     aclfile.write_text(acl.render(PASSWORDS, spiders))
     port = free_port()
-    ready = _answers(port, username="operator", password=PASSWORDS["operator"])
-    proc = _spawn(workdir, port, ["--port", str(port), "--aclfile", str(aclfile)], ready)
+    ready = pings(port, username="operator", password=PASSWORDS["operator"])
+    extra = ["--port", str(port), "--appendonly", "no", "--aclfile", str(aclfile)]
+    proc = spawn_redis(workdir, port, extra, ready)
     return SecureRedis(port, proc, workdir, passwords=dict(PASSWORDS))
 
 
@@ -131,6 +83,8 @@ def start_tls_redis(
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     extra = [
+        "--appendonly",
+        "no",
         "--port",
         "0",
         "--tls-port",
@@ -147,10 +101,8 @@ def start_tls_redis(
         password,
     ]
     # up is all this asks: the tests' certificates may be made not to verify
-    ready = _answers(
-        port, password=password, ssl=True, ssl_cert_reqs="none", ssl_check_hostname=False
-    )
-    proc = _spawn(workdir, port, extra, ready)
+    ready = pings(port, password=password, ssl=True, ssl_cert_reqs="none", ssl_check_hostname=False)
+    proc = spawn_redis(workdir, port, extra, ready)
     return SecureRedis(
         port,
         proc,

@@ -52,6 +52,7 @@ from crawlfleet.commands.opsargs import (
 from crawlfleet.middlewares.poolclient import ca_context
 from crawlfleet.redisconn import (
     RedisConfigError,
+    exception_chain,
     get_redis,
     has_credentials,
     mask_secrets,
@@ -125,21 +126,11 @@ def quote(text: str, secrets: Iterable[str]) -> str:
     return mask_secrets(text, secrets)
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and the exceptions it was raised from or during (libraries wrap socket errors)."""
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
 def network_cause(
     exc: BaseException, *, service: str, url: str, env: str, timeout: float, host: str
 ) -> str | None:
     """The operator's reading of a failure to talk to ``url`` at all, or None if it is not one."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     if any(isinstance(e, socket.gaierror) for e in chain):
         name = urlsplit(url).hostname or ""
         return (

@@ -33,7 +33,7 @@ from crawlfleet.frontier.config import (
 )
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, unwrap
-from crawlfleet.frontier.serialization import EncodeError, RequestCodec
+from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
 from crawlfleet.redisconn import RedisConfigError
 from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if
 
@@ -127,6 +127,15 @@ class FrontierScheduler(BaseScheduler):
 
     # -- the worker's periodic loops ---------------------------------------------------------
 
+    def _script_args(self) -> list[str]:
+        """The first arguments of every coordination script: key prefix, worker, lease deadline.
+
+        The deadline (ms) is one heartbeat short of the lease timeout: reapers look once per
+        heartbeat interval, so a silent worker's leases are back within the timeout.
+        """
+        deadline = self.config.lease_timeout - self.config.heartbeat_interval
+        return [self.keys.prefix, self.worker, str(int(deadline * 1000))]
+
     def _start_loops(self, poll: Callable[[], Any]) -> None:
         """The heartbeat and the idle poll, started once the worker has joined the crawl."""
         for interval, func in (
@@ -184,15 +193,32 @@ class FrontierScheduler(BaseScheduler):
         try:
             return self.codec.encode(request), ""
         except EncodeError as exc:
-            logger.error(
-                "Cannot store %s in the frontier (%s); it goes to the dead-letter list",
-                request,
-                exc,
-                extra={"spider": self.spider},
-            )
-            self.stats.inc_value("scheduler/deadletter")
+            message = "Cannot store %s in the frontier (%s); it goes to the dead-letter list"
+            logger.error(message, request, exc, extra={"spider": self.spider})
             raw = f"{request.method} {request.url} meta={sorted(request.meta)}".encode()
-            return b"", dead_entry(raw, f"unserializable: {exc}", self.worker, "enqueue")
+            return b"", self._dead_letter(raw, f"unserializable: {exc}", "enqueue")
+
+    def _decode(self, payload: bytes, what: str) -> tuple[Request | None, str]:
+        """``(request, "")`` for a popped ``payload``, or ``(None, its dead-letter entry)``.
+
+        ``what`` names the payload in the log line (a Redis "entry", a RabbitMQ "message").
+        """
+        assert self.codec is not None
+        try:
+            request = self.codec.decode(payload)
+        except DecodeError as exc:
+            message = "Frontier %s moved to the dead-letter list: %s"
+            logger.warning(message, what, exc, extra={"spider": self.spider})
+            return None, self._dead_letter(payload, str(exc), "queue")
+        # Only this worker's own spider.start() output counts as start requests; a popped
+        # request (and the meta its callbacks copy) must not look like one.
+        request.meta.pop("is_start_request", None)
+        return request, ""
+
+    def _dead_letter(self, raw: bytes, reason: str, source: str) -> str:
+        """Count one dead-letter entry and return its line for ``<spider>:deadletter``."""
+        self.stats.inc_value("scheduler/deadletter")
+        return dead_entry(raw, reason, self.worker, source)
 
     def _count_enqueued(self, n: int = 1) -> None:
         self.stats.inc_value(f"scheduler/enqueued/{self.BACKEND}", n)

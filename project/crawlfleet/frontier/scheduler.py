@@ -30,7 +30,7 @@ from crawlfleet.frontier.config import (
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
 from crawlfleet.frontier.queues import RedisQueue
-from crawlfleet.frontier.serialization import DecodeError, RequestCodec
+from crawlfleet.frontier.serialization import RequestCodec
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
 
 if TYPE_CHECKING:
@@ -80,14 +80,7 @@ class Scheduler(FrontierScheduler):
         super().__init__(crawler, config, client, dupefilter)
         self.queue = queue
         self._keys = [config.queue_key, self.keys.seq, config.start_urls_key]
-        self._args = [
-            self.keys.prefix,
-            self.worker,
-            # A deadline one heartbeat short of the lease timeout: reapers look once per
-            # heartbeat interval, so a silent worker's leases are back within the timeout.
-            str(int((config.lease_timeout - config.heartbeat_interval) * 1000)),
-            "1" if config.start_urls_as_set else "0",
-        ]
+        self._args = [*self._script_args(), "1" if config.start_urls_as_set else "0"]
         lua_q, lua_df = type(queue).LUA, dupefilter.LUA_CHECK_AND_ADD
         self._enqueue = client.register_script(scripts.build(lua_q, lua_df, scripts.ENQUEUE))
         self._feed_script = client.register_script(scripts.build(lua_q, lua_df, scripts.FEED))
@@ -350,24 +343,13 @@ class Scheduler(FrontierScheduler):
             self.client.hdel(self.keys.worker(self.worker), "stopped")
 
     def _take(self, popped: list[bytes]) -> None:
-        assert self.codec is not None
         for i in range(0, len(popped), 2):
             lease_id = popped[i].decode()
             payload = bytes(popped[i + 1])
-            try:
-                request = self.codec.decode(payload)
-            except DecodeError as exc:
-                logger.warning(
-                    "Frontier entry moved to the dead-letter list: %s",
-                    exc,
-                    extra={"spider": self.spider},
-                )
-                self.stats.inc_value("scheduler/deadletter")
-                self._dead.append((lease_id, dead_entry(payload, str(exc), self.worker, "queue")))
+            request, dead = self._decode(payload, "entry")
+            if request is None:
+                self._dead.append((lease_id, dead))
                 continue
-            # Only this worker's own spider.start() output counts as start requests; a popped
-            # request (and the meta its callbacks copy) must not look like one.
-            request.meta.pop("is_start_request", None)
             self._buffer.append(Lease(lease_id, payload, request))
 
     def _feed(self) -> None:

@@ -6,6 +6,7 @@ through the ``backend`` fixture; these are the RabbitMQ backend's own.
 
 from __future__ import annotations
 
+import base64
 import json
 
 import msgpack
@@ -14,9 +15,12 @@ import pytest
 import redis
 from rabbitmq_server import RabbitServer
 from scrapy import Request
+from scrapy.settings import Settings
 from support.backends import assert_rabbitmq_drained, rabbitmq_settings
 from support.crawl import Site
 from support.waiting import wait_until
+
+from crawlfleet.frontier.rabbitmq import PriorityQueue
 
 
 def test_two_workers_crawl_every_page_exactly_once(
@@ -104,6 +108,35 @@ def test_outbox_of_a_dead_worker_is_published_by_the_next_one(
     failed = [json.loads(e) for e in client.lrange("site:failed", 0, -1)]
     assert [f["url"] for f in failed] == [site.url + "/orphan"]
     assert_rabbitmq_drained(redis_url, rabbit_url, queue_name)
+
+
+def test_undecodable_messages_are_dead_letters_and_acked(
+    site: Site, redis_url: str, rabbit_url: str, queue_name: str, start_worker
+) -> None:
+    site.pages = 5
+    poison = [
+        b"\xc1 not msgpack",
+        msgpack.packb({"url": site.url + "/p/1", "callback": "__init__"}, use_bin_type=True),
+    ]
+    producer = PriorityQueue.from_settings(
+        Settings({"RABBITMQ_URL": rabbit_url}), queue_name, prefetch=10, consume=False
+    )
+    producer.open()
+    # the root page among them: a queue that is not empty is a crawl to resume, not to start
+    root = msgpack.packb(Request(site.url + "/p/0").to_dict(), use_bin_type=True)
+    for body in [*poison, root]:
+        producer.push(body, 0)
+    wait_until(lambda: producer.client.pending() == 0, "the broker to confirm", 10, 0.01)
+    producer.close()
+    worker = start_worker(site.url, rabbitmq_settings(redis_url, rabbit_url, queue_name))
+    assert worker.wait() == 0, worker.log.read_text()[-3000:]
+    assert site.crawled() == site.expected()
+    assert worker.summary()["stats"]["scheduler/deadletter"] == len(poison)
+    client = redis.Redis.from_url(redis_url)
+    dead = [json.loads(e) for e in client.lrange("site:deadletter", 0, -1)]
+    assert sorted(base64.b64decode(d["entry"]) for d in dead) == sorted(poison)
+    assert {d["source"] for d in dead} == {"queue"}
+    assert_rabbitmq_drained(redis_url, rabbit_url, queue_name)  # the poison was acked
 
 
 @pytest.mark.parametrize(

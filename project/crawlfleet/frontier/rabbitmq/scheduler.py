@@ -23,11 +23,11 @@ from scrapy.exceptions import DontCloseSpider
 from crawlfleet.frontier.base import ERROR_LOG_INTERVAL, FrontierScheduler, build_dupefilter
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, redis_from_settings
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
-from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
+from crawlfleet.frontier.leases import Lease, failed_entry
 from crawlfleet.frontier.rabbitmq import coord
 from crawlfleet.frontier.rabbitmq.client import Delivery
 from crawlfleet.frontier.rabbitmq.queue import PriorityQueue
-from crawlfleet.frontier.serialization import DecodeError, RequestCodec
+from crawlfleet.frontier.serialization import RequestCodec
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -50,11 +50,7 @@ class Scheduler(FrontierScheduler):
     ) -> None:
         super().__init__(crawler, config, client, dupefilter)
         self.queue = queue
-        self._args = [
-            self.keys.prefix,
-            self.worker,
-            str(int((config.lease_timeout - config.heartbeat_interval) * 1000)),
-        ]
+        self._args = self._script_args()
         df_lua = dupefilter.LUA_CHECK_AND_ADD
         self._enqueue = client.register_script(coord.build(df_lua, coord.ENQUEUE))
         self._sync_script = client.register_script(coord.build(df_lua, coord.SYNC))
@@ -210,24 +206,15 @@ class Scheduler(FrontierScheduler):
     # -- deliveries and acks ------------------------------------------------------------------
 
     def _take(self) -> None:
-        assert self.codec is not None
         while len(self._buffer) < self.config.prefetch:
             delivery = self.queue.pop()
             if delivery is None:
                 return
-            try:
-                request = self.codec.decode(delivery.body)
-            except DecodeError as exc:
-                logger.warning(
-                    "Frontier message moved to the dead-letter list: %s",
-                    exc,
-                    extra={"spider": self.spider},
-                )
-                self.stats.inc_value("scheduler/deadletter")
-                self._dead.append(dead_entry(delivery.body, str(exc), self.worker, "queue"))
+            request, dead = self._decode(delivery.body, "message")
+            if request is None:
+                self._dead.append(dead)
                 self._to_ack.append(delivery)
                 continue
-            request.meta.pop("is_start_request", None)
             lease = Lease(str(delivery.tag), delivery.body, request, extra={"delivery": delivery})
             self._buffer.append(lease)
 
