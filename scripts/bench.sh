@@ -9,4 +9,9 @@ if [ ! -f "$peers/.installed" ]; then
   "$peers/bin/pip" install -q 'scrapy==2.19.*' 'scrapy-redis==0.9.1' 'scrapy-redis-bloomfilter==0.8.1'
   touch "$peers/.installed"
 fi
+# The benchmarks import the test helpers (tests/: redis_server, rabbitmq_server, support; the book
+# tests' book_lab) and the lab's scripts as top-level modules, as pytest.ini's pythonpath does for
+# the tests; their subprocesses inherit the path.
+root=$(pwd)
+export PYTHONPATH="$root/project:$root/tests:$root/tests/integration/book:$root/scripts${PYTHONPATH:+:$PYTHONPATH}"
 exec .venv/bin/python tests/bench/run.py "$@"

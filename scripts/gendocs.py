@@ -1,9 +1,10 @@
 """Generate the reference tables in docs/ from their single sources, and check the docs.
 
 Generated: ``docs/reference/roles.md`` (one table per role, from ``roles/*/meta/argument_specs.yml``
-with the defaults of ``roles/*/defaults/main.yml``) and the option tables of the hub services,
-written between ``<!-- BEGIN generated: <module>.<attribute> -->`` and ``<!-- END generated -->``
-in the page that documents the service (``BLOCKS`` below).
+with the defaults of ``roles/*/defaults/main.yml``), the option tables of the hub services and the
+table of a crawl's Redis keys (``crawlfleet.frontier.keys.KEYS``), each written between
+``<!-- BEGIN generated: <module>.<attribute> -->`` and ``<!-- END generated -->`` in the page that
+documents it (``BLOCKS`` and ``KEY_BLOCKS`` below).
 
 ``--check`` writes nothing: it prints one line per generated file that differs from what would be
 generated, one line per relative link in README.md and docs/**/*.md whose file (or heading
@@ -15,7 +16,6 @@ it printed anything. Without ``--check`` it writes the generated files, then che
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import re
 import sys
@@ -33,6 +33,12 @@ ROLES_PAGE = "docs/reference/roles.md"
 BLOCKS: dict[tuple[str, str], str] = {
     ("crawlfleet.proxypool.settings", "OPTIONS"): "docs/proxypool.md",
     ("crawlfleet.accountpool.config", "OPTIONS"): "docs/accountpool.md",
+    ("crawlfleet.dashboard.config", "OPTIONS"): "docs/dashboard.md",
+    ("crawlfleet.demosite.cli", "OPTIONS"): "docs/book.md",
+}
+# (module, attribute) of a table of Redis keys -> the page holding its generated block.
+KEY_BLOCKS: dict[tuple[str, str], str] = {
+    ("crawlfleet.frontier.keys", "KEYS"): "docs/reference/redis-keys.md",
 }
 BLOCK = re.compile(
     r"(<!-- BEGIN generated: (?P<name>[\w.]+) -->\n)(?P<body>.*?)(<!-- END generated -->)", re.S
@@ -144,44 +150,43 @@ def roles_page() -> str:
 # ---- option tables of the services
 
 
-def option_default(option: Any, fallback: dict[str, Any]) -> Any:
-    if hasattr(option, "default"):
-        return option.default
-    return fallback.get(getattr(option, "name", ""))
-
-
-def show_default(value: Any) -> str:
-    if value is None or value in ("", (), frozenset()):
-        return "(unset)"
-    if isinstance(value, bool):
-        return "`true`" if value else "`false`"
-    if isinstance(value, float) and value.is_integer():
-        return f"`{int(value)}`"
-    if isinstance(value, (frozenset, set, tuple, list)):
-        return code(",".join(str(v) for v in sorted(value, key=str)))
-    return code(str(value))
-
-
 def option_table(module_name: str, attribute: str) -> str:
-    module = importlib.import_module(module_name)
-    table = getattr(module, attribute)
-    options: Iterable[Any] = table.values() if isinstance(table, dict) else table
-    fallback: dict[str, Any] = {}
-    settings = getattr(module, "Settings", None)
-    if settings is not None and dataclasses.is_dataclass(settings):
-        fallback = {f.name: f.default for f in dataclasses.fields(settings)}
+    """The table of a service's ``crawlfleet.service.options.Option`` tuple."""
+    from crawlfleet.service.options import default_text
+
+    options = getattr(importlib.import_module(module_name), attribute)
     rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
     for option in options:
-        flag = getattr(option, "flag", None)
-        kind = getattr(option, "kind", "")
-        if not flag or kind == "secret" or getattr(option, "secret", False):
+        if option.secret:
             shown_flag = "— (a secret: environment or file only, never a flag)"
-        elif kind == "list":
-            shown_flag = f"`{flag}` (repeatable)"
+        elif option.flag is None:
+            shown_flag = "— (environment only)"
         else:
-            shown_flag = f"`{flag}`"
-        default = show_default(option_default(option, fallback))
-        rows.append(f"| {shown_flag} | `{option.env}` | {default} | {prose(option.help)} |")
+            shown_flag = " or ".join(f"`{flag}`" for flag in (option.flag, *option.aliases))
+            if option.kind == "list":
+                shown_flag += " (repeatable)"
+        env = " or ".join(f"`{env}`" for env in (option.env, *option.env_aliases))
+        shown = default_text(option)
+        default = code(shown) if shown else "(unset)"
+        rows.append(f"| {shown_flag} | {env} | {default} | {prose(option.help)} |")
+    return "\n".join(rows) + "\n"
+
+
+# ---- Redis keys
+
+
+def key_table(module_name: str, attribute: str) -> str:
+    """The table of keys ``module.attribute`` documents (``crawlfleet.frontier.keys.KeyDoc``)."""
+    rows = [
+        "| key | type | written by | renamed by | content |",
+        "|---|---|---|---|---|",
+    ]
+    for doc in getattr(importlib.import_module(module_name), attribute):
+        setting = f"`{doc.setting.setting}`" if doc.setting else "—"
+        rows.append(
+            f"| {code(doc.pattern())} | {cell(doc.kind)} | {prose(doc.writer)} | {setting} "
+            f"| {prose(doc.meaning)} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -201,10 +206,10 @@ def generated() -> dict[str, str]:
     """Every generated file's path (relative to the repository) and its expected content."""
     out = {ROLES_PAGE: roles_page()}
     by_page: dict[str, dict[str, str]] = {}
-    for (module_name, attribute), page in BLOCKS.items():
-        by_page.setdefault(page, {})[f"{module_name}.{attribute}"] = option_table(
-            module_name, attribute
-        )
+    sources = [(source, page, option_table) for source, page in BLOCKS.items()]
+    sources += [(source, page, key_table) for source, page in KEY_BLOCKS.items()]
+    for (module_name, attribute), page, render in sources:
+        by_page.setdefault(page, {})[f"{module_name}.{attribute}"] = render(module_name, attribute)
     for page, tables in by_page.items():
         text = (ROOT / page).read_text()
         found = {m["name"] for m in BLOCK.finditer(text)}

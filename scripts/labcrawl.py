@@ -51,11 +51,12 @@ print(json.dumps(view))
 # Every entry of the items stream: (stream id, item id).
 ITEMS_CODE = """
 import json, os
+from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.redisconn import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=30)
 ids, last = [], "-"
 while True:
-    batch = client.xrange(SPIDER + ":items", min=last, count=5000)
+    batch = client.xrange(SpiderKeys(SPIDER).items, min=last, count=5000)
     if last != "-":
         batch = batch[1:]
     if not batch:

@@ -1,4 +1,6 @@
-"""Shared fixtures: a real redis-server on a free loopback port, started and stopped by pytest."""
+"""Shared fixtures: a real redis-server on a free loopback port, started and stopped by pytest;
+the frontier's crawl fixtures (tests/support/crawl.py) and its two backends with the session's
+RabbitMQ broker (tests/support/backends.py), registered here once for every test directory."""
 
 from __future__ import annotations
 
@@ -8,10 +10,21 @@ from pathlib import Path
 import pytest
 import redis
 from hypothesis import HealthCheck, settings
+from support.backends import backend, queue_name, rabbit, rabbit_url
+from support.crawl import site, start_worker
 
-from redis_server import RedisServer, free_port, start_redis
+from redis_server import RedisServer, start_redis
 
-__all__ = ["RedisServer", "free_port", "start_redis"]
+__all__ = [
+    "RedisServer",
+    "backend",
+    "queue_name",
+    "rabbit",
+    "rabbit_url",
+    "site",
+    "start_redis",
+    "start_worker",
+]
 
 # Property-based (fuzz) tests: a bounded budget in `make test` ("ci", the default) and a larger one
 # in `make fuzz` (`--hypothesis-profile=fuzz`). No deadline: these machines are shared and noisy,

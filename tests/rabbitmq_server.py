@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pika
 import pika.exceptions
-
-from redis_server import free_port
+from support.net import free_port
+from support.services import log_tail
+from support.waiting import wait_until
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 EPMD = "/usr/bin/epmd"
@@ -96,21 +96,25 @@ class RabbitServer:
         self.wait_ready()
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + BOOT_TIMEOUT
         params = pika.URLParameters(self.url + "?connection_attempts=1&socket_timeout=2")
-        while time.monotonic() < deadline:
+
+        def accepts() -> bool:
             assert self.process is not None
             if self.process.poll() is not None:
-                output = (self.workdir / "server.out").read_text()[-2000:]
+                output = log_tail(self.workdir / "server.out", 2000)
                 error = PortTaken if "eaddrinuse" in output else RuntimeError
                 raise error("rabbitmq-server exited while booting:\n" + output)
             try:
                 pika.BlockingConnection(params).close()
-                return
             except pika.exceptions.AMQPError:
-                time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"rabbitmq-server did not accept connections in {BOOT_TIMEOUT:.0f}s")
+                return False
+            return True
+
+        try:
+            wait_until(accepts, "rabbitmq-server to accept connections", BOOT_TIMEOUT, 0.5)
+        except AssertionError:
+            self.stop()
+            raise
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -129,9 +133,8 @@ class RabbitServer:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         # The script may exit before the Erlang VM has written its queues and let go of the port.
-        deadline = time.monotonic() + 60
-        while beam and _alive(beam) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        if beam:
+            wait_until(lambda: not _alive(beam), "the Erlang VM to exit", timeout=60, interval=0.1)
         pidfile.unlink(missing_ok=True)
 
     def close(self) -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 from support.net import free_port
+from support.waiting import wait_until
 
 
 @dataclass
@@ -67,17 +67,22 @@ def _spawn(port: int, password: str | None, workdir: Path) -> subprocess.Popen[b
     if password:
         args += ["--requirepass", password]
     proc = subprocess.Popen(args)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         try:
             redis.Redis(port=port, password=password).ping()
-            return proc
         except redis.ConnectionError:
             if proc.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {proc.returncode}") from None
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("redis-server did not answer within 10 s")
+            return False
+        return True
+
+    try:
+        wait_until(answers, f"redis-server on port {port}", timeout=10)
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc
 
 
 def start_redis(tmp_path: Path, password: str | None = None) -> RedisServer:

@@ -30,8 +30,8 @@ from typing import Any
 import httpx
 import redis
 
-from crawlfleet.frontier.bloom import DEFAULT_KEY as BLOOM_KEY
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
+from crawlfleet.frontier.keys import FRONTIER_GLOB, SpiderKeys, spider_of_frontier_key
 from crawlfleet.redisconn import mask_secrets, mask_url, url_secrets
 
 SCHEMA_VERSION = 1
@@ -62,35 +62,6 @@ class UnknownSpiderError(LookupError):
     """No crawl of that name on this Redis; the message lists the spiders that are there."""
 
 
-def paused_key(spider: str) -> str:
-    return f"{spider}:paused"
-
-
-def series_key(spider: str, worker: str) -> str:
-    """Per-worker samples ``"<ms> <pages> <items>"`` (written by the worker extension)."""
-    return f"{spider}:ops:series:{worker}"
-
-
-def scrapy_stats_key(spider: str, worker: str) -> str:
-    """A worker's Scrapy stats (numbers only), written by the worker extension."""
-    return f"{spider}:ops:scrapy:{worker}"
-
-
-def series_workers_key(spider: str) -> str:
-    """Sorted set worker → time (ms) of its last sample (written by the worker extension)."""
-    return f"{spider}:ops:workers"
-
-
-def queue_series_key(spider: str) -> str:
-    """Cluster samples ``"<ms> <queued> <leased> <acked> <items>"`` (the dashboard's sampler)."""
-    return f"{spider}:ops:queue"
-
-
-def escape_glob(text: str) -> str:
-    """``text`` as a literal in a SCAN MATCH pattern."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
-
-
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -119,8 +90,8 @@ def _decode_hash(raw: Any) -> dict[str, str]:
 def discover_spiders(client: redis.Redis, limit: int = MAX_SPIDERS) -> list[str]:
     """Spiders with a ``<spider>:frontier`` hash, sorted; SCAN in batches, at most ``limit``."""
     names: set[str] = set()
-    for key in client.scan_iter(match="*:frontier", count=SCAN_COUNT, _type="hash"):
-        names.add(_s(key)[: -len(":frontier")])
+    for key in client.scan_iter(match=FRONTIER_GLOB, count=SCAN_COUNT, _type="hash"):
+        names.add(spider_of_frontier_key(_s(key)))
         if len(names) >= limit:
             break
     return sorted(names)
@@ -128,12 +99,13 @@ def discover_spiders(client: redis.Redis, limit: int = MAX_SPIDERS) -> list[str]
 
 def require_spider(client: redis.Redis, spider: str, url: str) -> None:
     """Raise :class:`UnknownSpiderError` unless a worker of ``spider`` ever ran against Redis."""
-    if client.exists(f"{spider}:frontier"):
+    frontier = SpiderKeys(spider).frontier
+    if client.exists(frontier):
         return
     known = discover_spiders(client)
     listed = ", ".join(known) if known else "none"
     raise UnknownSpiderError(
-        f"no crawl named {spider!r} at {mask_url(url)} (no {spider}:frontier; known: {listed})"
+        f"no crawl named {spider!r} at {mask_url(url)} (no {frontier}; known: {listed})"
     )
 
 
@@ -268,7 +240,7 @@ def _dupefilter(client: redis.Redis, spider: str, frontier: dict[str, str]) -> d
         "over_capacity": None,
     }
     if cls.endswith("BloomDupeFilter"):
-        key = BLOOM_KEY % {"spider": spider}
+        key = SpiderKeys(spider).bloomfilter
         info["key"] = key
         try:
             bloom = BloomFilter.existing(client, key).info()
@@ -283,7 +255,7 @@ def _dupefilter(client: redis.Redis, spider: str, frontier: dict[str, str]) -> d
             over_capacity=bloom["over_capacity"],
         )
     elif cls:
-        key = f"{spider}:dupefilter"
+        key = SpiderKeys(spider).dupefilter
         info["key"] = key
         if client.type(key) in (b"set", "set"):
             info["fingerprints"] = int(client.scard(key))
@@ -326,19 +298,19 @@ def spider_snapshot(
     ``with_series`` adds ``series`` (the dashboard's charts: queue depth and per-worker
     throughput over the last hour); ``with_scrapy`` adds each worker's Scrapy stats (metrics).
     """
-    p = spider
+    k = SpiderKeys(spider)
     pipe = client.pipeline(transaction=False)
     pipe.time()
-    pipe.hgetall(f"{p}:frontier")
-    pipe.zrange(f"{p}:workers", 0, -1, withscores=True)
-    pipe.hgetall(f"{p}:stats")
-    pipe.llen(f"{p}:failed")
-    pipe.llen(f"{p}:deadletter")
-    pipe.xlen(f"{p}:items")
-    pipe.get(f"{p}:total")
-    pipe.get(paused_key(p))
-    pipe.get(f"{p}:seeding")
-    pipe.zrange(series_workers_key(p), 0, -1, withscores=True)
+    pipe.hgetall(k.frontier)
+    pipe.zrange(k.workers, 0, -1, withscores=True)
+    pipe.hgetall(k.stats)
+    pipe.llen(k.failed)
+    pipe.llen(k.deadletter)
+    pipe.xlen(k.items)
+    pipe.get(k.total)
+    pipe.get(k.paused)
+    pipe.get(k.seeding)
+    pipe.zrange(k.ops_workers, 0, -1, withscores=True)
     # A key of another type answers with an error; those numbers are reported as null.
     (
         now_raw,
@@ -355,9 +327,9 @@ def spider_snapshot(
     ) = pipe.execute(raise_on_error=False)
     now = float(now_raw[0]) + float(now_raw[1]) / 1e6
     frontier = _decode_hash(frontier_raw)
-    queue_key = frontier.get("queue_key", f"{p}:requests")
+    queue_key = frontier.get("queue_key", k.requests)
     queue_class = frontier.get("queue_class", "")
-    start_key = frontier.get("start_urls_key", f"{p}:start_urls")
+    start_key = frontier.get("start_urls_key", k.start_urls)
 
     workers: dict[str, float | None] = {}  # id -> lease deadline (s), None when not registered
     if isinstance(registered, list):
@@ -376,14 +348,14 @@ def spider_snapshot(
     else:
         pipe.llen(start_key)
     if with_series:
-        pipe.lrange(queue_series_key(p), 0, -1)
+        pipe.lrange(k.ops_queue, 0, -1)
     for w in ids:
-        pipe.hlen(f"{p}:leases:{w}")
-        pipe.hgetall(f"{p}:worker:{w}")
-        pipe.hgetall(f"{p}:stats:{w}")
-        pipe.lrange(series_key(p, w), 0 if with_series else -RATE_SAMPLES, -1)
+        pipe.hlen(k.leases(w))
+        pipe.hgetall(k.worker(w))
+        pipe.hgetall(k.worker_stats(w))
+        pipe.lrange(k.ops_series(w), 0 if with_series else -RATE_SAMPLES, -1)
         if with_scrapy:
-            pipe.hgetall(scrapy_stats_key(p, w))
+            pipe.hgetall(k.ops_scrapy(w))
     replies = list(pipe.execute(raise_on_error=False))
     queued, start_urls = replies[0], replies[1]
     queue_samples = parse_samples(replies[2]) if with_series else []
@@ -441,7 +413,7 @@ def spider_snapshot(
     rates = [r["pages_per_minute"] for r in worker_rows if r["pages_per_minute"] is not None]
     seeding_s = _s(seeding) if isinstance(seeding, bytes) else None
     result: dict[str, Any] = {
-        "spider": p,
+        "spider": spider,
         "paused": paused is not None and not isinstance(paused, Exception),
         "queue_key": queue_key,
         "queue_class": queue_class.rsplit(".", 1)[-1] or None,
@@ -462,9 +434,9 @@ def spider_snapshot(
         "workers_alive": sum(1 for r in worker_rows if r["alive"]),
         "workers": worker_rows,
         "dupefilter": (
-            dupefilter_cache.get(client, p, frontier)
+            dupefilter_cache.get(client, spider, frontier)
             if dupefilter_cache is not None
-            else _dupefilter(client, p, frontier)
+            else _dupefilter(client, spider, frontier)
         ),
         "counters": {k: _int(stats.get(k)) for k in FRONTIER_COUNTERS},
         "time": round(now, 3),

@@ -1,4 +1,4 @@
-"""Items on the hub: a pipeline that appends every item to the Redis stream ``%(spider)s:items``.
+"""Items on the hub: a pipeline that appends every item to the Redis stream ``<spider>:items``.
 
 Items are buffered and written with one pipelined ``XADD`` per batch (``ITEMS_BATCH_SIZE``), or
 after at most ``ITEMS_FLUSH_INTERVAL`` seconds. ``process_item`` returns only once its item is
@@ -23,6 +23,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
 from crawlfleet.frontier.config import redis_from_settings
+from crawlfleet.frontier.keys import ITEMS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class RedisItemsPipeline:
         self.stats: StatsCollector = crawler.stats
         # The frontier's client: one connection pool per process, with its socket timeouts.
         self.redis = redis_from_settings(s, check=False)
-        self.key_template = s.get("ITEMS_KEY") or "%(spider)s:items"
+        self.key_template = s.get(ITEMS_KEY.setting) or ITEMS_KEY.default
         self.id_field = s.get("ITEMS_ID_FIELD") or "id"
         self.batch_size = s.getint("ITEMS_BATCH_SIZE", 100)
         self.flush_interval = s.getfloat("ITEMS_FLUSH_INTERVAL", 0.1)
@@ -66,7 +67,7 @@ class RedisItemsPipeline:
 
     async def open_spider(self) -> None:
         assert self.crawler.spider is not None
-        self.key = self.key_template % {"spider": self.crawler.spider.name}
+        self.key = ITEMS_KEY.resolve(self.key_template, self.crawler.spider.name, ValueError)
         self._ticker = asyncio.ensure_future(self._tick())
 
     async def _tick(self) -> None:

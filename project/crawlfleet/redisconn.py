@@ -10,23 +10,50 @@ with certainty (no ``scheme://``, an ``@`` after the host part, a bad IPv6 brack
 echoed at all. ``redis_location`` is the scheme, host, port and database only, for
 unauthenticated pages such as ``/health``. ``mask_secrets`` hides known secrets in someone
 else's text (a server's reply, an exception) before it is quoted.
+
+``redis+sentinel://[:password@]host:port[,host:port…]/<service>[/<db>]`` is read by
+``parse_sentinel_url`` (the one parser of that form): the password is the primary's, a
+Sentinel's own password is the ``sentinel_password`` query parameter. ``get_redis`` and
+``get_async_redis`` then build a client whose pool asks the Sentinels for the current primary
+on every new connection, so a client follows a failover without a restart (a connection to a
+demoted primary answers READONLY, which redis-py turns into a reconnect).
+
+``rediss://host:port/db?ssl_ca_certs=<CA file>`` is Redis over TLS: the clients always verify
+the server's certificate against that CA (or the system's) and its name against the URL's host
+(``ssl_cert_reqs=required``, ``ssl_check_hostname``), unless the URL itself says otherwise. A
+certificate that does not verify is one line naming the host and the cause (``tls_problem``);
+so is a command the URL's ACL user may not run (``permission_problem``).
 """
 
 from __future__ import annotations
 
+import re
+import ssl
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import SplitResult, quote, unquote, urlsplit
 
 import redis
+import redis.asyncio as aioredis
+import redis.asyncio.sentinel as aiosentinel
+import redis.backoff
+import redis.retry
+import redis.sentinel
+from redis.asyncio.connection import BlockingConnectionPool
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.connection import parse_url
 
 _clients: dict[tuple[str, tuple[tuple[str, Any], ...]], redis.Redis] = {}
 _lock = threading.Lock()
 
-SCHEMES = ("redis", "rediss", "unix")
-URL_SHAPE = "redis://[:password@]host:port/db"
+SENTINEL_SCHEME = "redis+sentinel"
+SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
+SENTINEL_SHAPE = "redis+sentinel://[:password@]host:port[,host:port…]/service/db"
+URL_SHAPE = f"redis://[:password@]host:port/db or {SENTINEL_SHAPE}"
+SENTINEL_PORT = 26379
+_SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HIDDEN = "***"
 # Query parameters redis-py (and its TLS connection) reads that carry no secret; every other
 # parameter's value (password, username, ssl_password, a misspelt name…) is shown as ***.
@@ -58,7 +85,7 @@ SAFE_QUERY = frozenset(
 )
 
 
-QUERY_NAMES = SAFE_QUERY | {"password", "username", "ssl_password"}
+QUERY_NAMES = SAFE_QUERY | {"password", "username", "ssl_password", "sentinel_password"}
 
 
 class RedisConfigError(ValueError):
@@ -71,6 +98,17 @@ class RedisUrlError(RedisConfigError):
 
 class RedisAuthError(RedisConfigError):
     """Redis refused the URL's credentials (bad configuration: a restart would not help)."""
+
+
+def _split(url: str) -> SplitResult:
+    """``urlsplit``, except for a Sentinel URL's host list (an IPv6 ``[…]`` past its start)."""
+    prefix = SENTINEL_SCHEME + "://"
+    if not url.startswith(prefix):
+        return urlsplit(url)
+    rest, _, fragment = url[len(prefix) :].partition("#")
+    rest, _, query = rest.partition("?")
+    netloc, slash, path = rest.partition("/")
+    return SplitResult(SENTINEL_SCHEME, netloc, slash + path, query, fragment)
 
 
 def _unreadable(url: str) -> str:
@@ -100,7 +138,7 @@ def mask_url(url: str) -> str:
     if not isinstance(url, str):
         return "<hidden: not a valid URL>"
     try:
-        parts = urlsplit(url)
+        parts = _split(url)
     except ValueError:
         return _unreadable(url)
     if not parts.scheme or "://" not in url or not url.startswith(parts.scheme + "://"):
@@ -129,7 +167,7 @@ def redis_location(url: str) -> str:
     shown = mask_url(url)
     if "<hidden" in shown:
         return ""
-    parts = urlsplit(shown)
+    parts = _split(shown)
     location = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
     return location if HIDDEN not in location else ""
 
@@ -149,7 +187,7 @@ def mask_secrets(text: str, secrets: Iterable[str]) -> str:
 def url_secrets(url: str) -> tuple[str, ...]:
     """The credentials written in ``url`` (user position, password, query), raw and decoded."""
     try:
-        parts = urlsplit(url)
+        parts = _split(url)
     except ValueError:
         return ()
     found = [parts.password or "", parts.username or ""]
@@ -163,9 +201,120 @@ def url_secrets(url: str) -> tuple[str, ...]:
 def has_credentials(url: str) -> bool:
     """True when redis-py would send a user name or password for ``url`` (any of its forms)."""
     try:
+        if url.startswith(SENTINEL_SCHEME + "://"):
+            target = parse_sentinel_url(url)
+            return bool(target.username or target.password)
         return bool({"username", "password"} & parse_url(url).keys())
     except ValueError:
         return False
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    """What a ``redis+sentinel://`` URL names: the Sentinels, the service, how to log in."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    sentinel_password: str | None = None
+    # the other query parameters, converted as redis-py converts them (socket_timeout → float…)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """The Sentinel list as written (``host:port,host:port``), no credential."""
+        return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.sentinels)
+
+
+def _sentinel_address(piece: str) -> tuple[str, int]:
+    if piece.startswith("["):
+        host, bracket, rest = piece[1:].partition("]")
+        if not bracket or not host or (rest and not rest.startswith(":")):
+            raise ValueError("has a Sentinel address with a bad IPv6 bracket")
+        port_text = rest[1:] if rest else ""
+        valid_host = all(c in "0123456789abcdefABCDEF:." for c in host)
+    else:
+        host, _, port_text = piece.partition(":")
+        valid_host = bool(re.fullmatch(r"[A-Za-z0-9_.-]+", host))
+    if not host:
+        raise ValueError("has an empty host in its Sentinel list (host:port[,host:port…])")
+    if not valid_host:
+        raise ValueError("has a Sentinel host that is not a host name or IP address")
+    if not port_text:
+        return host, SENTINEL_PORT
+    if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError("has a Sentinel port that is not a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """Read ``redis+sentinel://[:password@]host:port[,host:port…]/<service>[/<db>][?…]``.
+
+    ``ValueError`` with one phrase that quotes nothing of the URL when it cannot be read. The
+    database defaults to 0, a Sentinel's port to 26379; ``?sentinel_password=`` is the
+    Sentinels' own password, the other query parameters are redis-py's (``socket_timeout`` …).
+    """
+    parts = _split(url)
+    if parts.scheme != SENTINEL_SCHEME or not url.startswith(SENTINEL_SCHEME + "://"):
+        raise ValueError(f"must look like {SENTINEL_SHAPE}")
+    if "@" in parts.path or "@" in parts.query or parts.fragment:
+        raise ValueError(
+            "has an '@' or '#' after the host list: percent-encode '/', '?', '#' and '@' "
+            "in a password"
+        )
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        # as redis-py reads redis://: "user:pw@", ":pw@", and a lone "name@" is a user name
+        username = unquote(user) or None
+        password = (unquote(secret) or None) if colon else None
+    if not hosts:
+        raise ValueError("names no Sentinel (host:port[,host:port…])")
+    sentinels = tuple(_sentinel_address(piece) for piece in hosts.split(","))
+    segments = parts.path.split("/")[1:] if parts.path else []
+    if segments and segments[-1] == "":
+        segments.pop()  # a trailing slash
+    if not segments or not segments[0]:
+        raise ValueError("names no service: the path must be /<service>/<db>")
+    if len(segments) > 2:
+        raise ValueError("has more than /<service>/<db> in its path")
+    service = unquote(segments[0])
+    if not _SERVICE_NAME.fullmatch(service):
+        raise ValueError("has a service name that is not 1-64 letters, digits, '.', '_' or '-'")
+    db_text = segments[1] if len(segments) == 2 else "0"
+    if not db_text.isascii() or not db_text.isdigit() or len(db_text) > 5:
+        raise ValueError("has a database that is not a whole number (the path's /<db>)")
+    names = [p.partition("=")[0] for p in parts.query.split("&") if p]
+    unknown = [n for n in names if n not in QUERY_NAMES]
+    if unknown:
+        raise ValueError(
+            f"has {len(unknown)} query parameter(s) it does not read "
+            "(it reads sentinel_password, password, socket_timeout …)"
+        )
+    if any(n.startswith("ssl") for n in names):
+        raise ValueError("has TLS options (ssl_*), which redis+sentinel:// does not take")
+    try:
+        options = parse_url("redis://localhost/0?" + parts.query)
+    except ValueError as exc:
+        # redis-py's text names the parameter, never its value
+        reason = str(exc).rstrip(".")
+        raise ValueError(f"has a query parameter of the wrong kind ({reason})") from None
+    for name in ("host", "db"):
+        options.pop(name, None)
+    password = options.pop("password", password)
+    username = options.pop("username", username)
+    return SentinelTarget(
+        sentinels=sentinels,
+        service=service,
+        db=int(db_text),
+        username=username,
+        password=password,
+        sentinel_password=options.pop("sentinel_password", None),
+        options=options,
+    )
 
 
 def url_problem(url: str) -> str | None:
@@ -173,11 +322,17 @@ def url_problem(url: str) -> str | None:
     if not url:
         return "is empty"
     try:
-        parts = urlsplit(url)
+        parts = _split(url)
     except ValueError as exc:
         return f"is not a valid URL ({exc})"
     if parts.scheme not in SCHEMES:
         return f"must look like {URL_SHAPE}"
+    if parts.scheme == SENTINEL_SCHEME:
+        try:
+            parse_sentinel_url(url)
+        except ValueError as exc:
+            return str(exc)
+        return None
     try:
         parts.port  # noqa: B018 -- raises ValueError on a port that is no number
     except ValueError:
@@ -208,20 +363,208 @@ def validate_url(url: str, names: str = "REDIS_URL") -> str:
     raise RedisUrlError(f"invalid {names}: {mask_url(url)!r} {problem}")
 
 
-def get_redis(url: str, **params: Any) -> redis.Redis:
-    """Return the process-wide client for ``url`` (one connection pool per URL and parameters)."""
+def _sentinel_parts(
+    url: str, params: dict[str, Any], retry_class: Any = redis.retry.Retry
+) -> tuple[SentinelTarget, dict[str, Any], dict[str, Any]]:
+    """The target, the Sentinels' connection options and the primary's connection options."""
+    target = parse_sentinel_url(url)
+    options = {**params, **target.options}  # the URL wins, as in redis-py's from_url
+    sentinel_kwargs: dict[str, Any] = {k: v for k, v in options.items() if k.startswith("socket_")}
+    # One try per Sentinel and per call: the next Sentinel is asked at once, and the primary's
+    # client retries the whole discovery under its own retry policy.
+    sentinel_kwargs["retry"] = retry_class(redis.backoff.NoBackoff(), 0)
+    if target.sentinel_password:
+        sentinel_kwargs["password"] = target.sentinel_password
+    primary = {**options, "db": target.db}
+    if target.password:
+        primary["password"] = target.password
+    if target.username:
+        primary["username"] = target.username
+    return target, sentinel_kwargs, primary
+
+
+class _BlockingSentinelPool(aiosentinel.SentinelConnectionPool, BlockingConnectionPool):
+    """A Sentinel-managed async pool that waits for a free connection (as the pools' own)."""
+
+
+def _build(url: str, params: dict[str, Any], build: Any) -> Any:
     validate_url(url)
+    try:
+        return build()
+    except (TypeError, ValueError) as exc:
+        reason = mask_secrets(str(exc), url_secrets(url))
+        raise RedisUrlError(f"invalid REDIS_URL {mask_url(url)!r}: {reason}") from None
+
+
+TLS_DEFAULTS: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+
+
+def _with_tls_defaults(url: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with verification on for a ``rediss://`` URL (the URL's own options still win)."""
+    if url.startswith("rediss://"):
+        return {**TLS_DEFAULTS, **params}
+    return params
+
+
+def url_user(url: str) -> str:
+    """The ACL user redis-py logs in as for ``url`` (``default`` when the URL names none)."""
+    try:
+        if url.startswith(SENTINEL_SCHEME + "://"):
+            return parse_sentinel_url(url).username or "default"
+        return str(parse_url(url).get("username") or "default")
+    except ValueError:
+        return "default"
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _where(url: str) -> str:
+    try:
+        parts = _split(url)
+        default = {"https": 443, "http": 80}.get(parts.scheme, 6379)
+        return f"{parts.hostname}:{parts.port or default}"
+    except ValueError:
+        return "?"
+
+
+def tls_problem(
+    exc: BaseException,
+    url: str,
+    what: str = "Redis",
+    setting: str = "REDIS_URL",
+    ca: str = "ssl_ca_certs",
+) -> str | None:
+    """Why the TLS handshake with ``what`` at ``url`` failed (host and cause, one line naming
+    ``setting`` and the CA setting ``ca``), or None when ``exc`` is no TLS failure."""
+    chain = _exception_chain(exc)
+    where = _where(url)
+    for error in chain:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            said = str(error.verify_message or error.reason or error).rstrip(".")
+            if error.verify_code == 62 or "Hostname mismatch" in said or "IP address" in said:
+                cause = f"its name does not match the URL's host ({said})"
+            elif error.verify_code == 10 or "expired" in said:
+                cause = "it has expired (renew it: crawlfleet ca issue)"
+            elif error.verify_code in (2, 19, 20, 21) or "issuer" in said or "self" in said:
+                cause = f"it is not signed by the CA in {ca} ({said})"
+            else:
+                cause = said
+            return f"the TLS certificate of {what} at {where} does not verify ({setting}): {cause}"
+    for error in chain:
+        if isinstance(error, ssl.SSLError):
+            said = str(error.reason or error).rstrip(".")
+            return f"no TLS session with {what} at {where} ({setting}): {said}"
+    return None
+
+
+def permission_problem(error: BaseException | str, url: str, command: str = "") -> str:
+    """A NOPERM reply (the error or its masked text) as one line: the URL's user, the refusal."""
+    said = str(error).rstrip(".")
+    found = re.search(r"run the '([^']+)' command", said)
+    refused = command or (found.group(1).upper() if found else "")
+    what = f"may not run {refused}" if refused else "may not do this"
+    return f"Redis user {url_user(url)!r} (REDIS_URL) {what}: {said}"
+
+
+def get_redis(url: str, **params: Any) -> redis.Redis:
+    """Return the process-wide client for ``url`` (one connection pool per URL and parameters).
+
+    A ``redis+sentinel://`` URL gives a client of the primary its Sentinels name now, and
+    after a failover the new one (asked again on every new connection).
+    """
+
+    def build() -> redis.Redis:
+        if url.startswith(SENTINEL_SCHEME + "://"):
+            target, sentinel_kwargs, primary = _sentinel_parts(url, params)
+            manager = redis.sentinel.Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs)
+            return manager.master_for(target.service, **primary)
+        return redis.Redis.from_url(url, **_with_tls_defaults(url, params))
+
     key = (url, tuple(sorted(params.items())))
     with _lock:
         client = _clients.get(key)
         if client is None:
-            try:
-                client = redis.Redis.from_url(url, **params)
-            except (TypeError, ValueError) as exc:
-                reason = mask_secrets(str(exc), url_secrets(url))
-                raise RedisUrlError(f"invalid REDIS_URL {mask_url(url)!r}: {reason}") from None
+            client = _build(url, params, build)
             _clients[key] = client
         return client
+
+
+def get_async_redis(url: str, *, blocking: bool = False, **params: Any) -> aioredis.Redis:
+    """A new asyncio client for ``url`` (a service builds one and keeps it for its lifetime).
+
+    ``blocking``: a request beyond ``max_connections`` waits up to ``timeout`` seconds for a
+    free connection instead of failing. ``redis+sentinel://`` URLs follow failovers as
+    ``get_redis``'s clients do.
+    """
+
+    def build() -> aioredis.Redis:
+        if url.startswith(SENTINEL_SCHEME + "://"):
+            target, sentinel_kwargs, primary = _sentinel_parts(url, params, AsyncRetry)
+            manager = aiosentinel.Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs)
+            pool_class = _BlockingSentinelPool if blocking else aiosentinel.SentinelConnectionPool
+            return manager.master_for(target.service, connection_pool_class=pool_class, **primary)
+        options = _with_tls_defaults(url, params)
+        if blocking:
+            return aioredis.Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
+        return aioredis.Redis.from_url(url, **options)
+
+    built: aioredis.Redis = _build(url, params, build)
+    return built
+
+
+def sentinel_problem(url: str, timeout: float = 2.0) -> str:
+    """Why no primary was found through the Sentinels of ``url``: one line, no secret.
+
+    Asks each Sentinel in turn: none reachable, one refusing ``sentinel_password``, none
+    knowing the service, or the service known but its primary unreachable.
+    """
+    target = parse_sentinel_url(url)
+    secrets = url_secrets(url)
+    where = f"{target.where} (REDIS_URL)"
+    answered: set[str] = set()
+    errors: list[str] = []
+    for host, port in target.sentinels:
+        sentinel = redis.Redis(
+            host,
+            port,
+            password=target.sentinel_password,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
+        )
+        try:
+            reply = sentinel.sentinel_masters()
+        except (redis.AuthenticationError, redis.ResponseError) as exc:
+            if isinstance(exc, redis.AuthenticationError) or "NOAUTH" in str(exc):
+                return f"the Sentinel at {host}:{port} refused sentinel_password (REDIS_URL)"
+            errors.append(mask_secrets(str(exc), secrets))
+            continue
+        except (redis.RedisError, OSError) as exc:
+            errors.append(mask_secrets(str(exc), secrets))
+            continue
+        finally:
+            sentinel.close()
+        masters: dict[str, Any] = reply if isinstance(reply, dict) else {}
+        state = masters.get(target.service)
+        if state is None:
+            answered.update(str(name) for name in masters)
+            continue
+        address = f"{state.get('ip')}:{state.get('port')}"
+        return (
+            f"the Sentinels of {where} name {address} as the primary of "
+            f"{target.service!r} (flags {state.get('flags', '?')}), and it cannot be reached"
+        )
+    if len(errors) < len(target.sentinels):
+        known = ", ".join(sorted(answered)[:5]) or "none"
+        return f"no Sentinel at {where} knows a service {target.service!r} (they know: {known})"
+    return f"no Sentinel reachable at {where}: {errors[0].rstrip('.')}"
 
 
 def check_connection(client: redis.Redis, url: str) -> None:
@@ -232,10 +575,17 @@ def check_connection(client: redis.Redis, url: str) -> None:
     """
     try:
         client.ping()
+    except redis.sentinel.MasterNotFoundError:
+        problem = sentinel_problem(url)
+        if " knows a service " in problem or "sentinel_password" in problem:
+            raise RedisUrlError(problem) from None  # configuration: a restart would not help
+        raise RedisConfigError(problem) from None
     except redis.AuthenticationError:
         raise RedisAuthError(
             f"Redis at {mask_url(url)} rejected the password (REDIS_URL)"
         ) from None
+    except redis.exceptions.NoPermissionError as exc:
+        raise RedisAuthError(permission_problem(exc, url, "PING")) from None
     except redis.ResponseError as exc:
         if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
             raise RedisAuthError(
@@ -243,6 +593,9 @@ def check_connection(client: redis.Redis, url: str) -> None:
             ) from None
         raise
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        tls = tls_problem(exc, url)
+        if tls is not None:
+            raise RedisAuthError(tls) from None  # configuration: a restart would not help
         raise RedisConfigError(
             f"cannot reach Redis at {mask_url(url)} (REDIS_URL): {exc}"
         ) from None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -25,32 +24,26 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from redis.asyncio import Redis
+from support.net import free_port
+from support.services import start_process, wait_healthy
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "project"))
-
-from redis.asyncio import Redis  # noqa: E402
-
-from crawlfleet.accountpool.adapters import build_adapter  # noqa: E402
-from crawlfleet.accountpool.crypto import PasswordBox, generate_key  # noqa: E402
-from crawlfleet.accountpool.generator import Generator  # noqa: E402
-from crawlfleet.accountpool.sites import load_sites  # noqa: E402
-from crawlfleet.accountpool.store import (  # noqa: E402
+from crawlfleet.accountpool.adapters import build_adapter
+from crawlfleet.accountpool.crypto import PasswordBox, generate_key
+from crawlfleet.accountpool.generator import Generator
+from crawlfleet.accountpool.sites import load_sites
+from crawlfleet.accountpool.store import (
     AccountStore,
     CredentialRecord,
     Keys,
     connect,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
+
 LOGINS = "account pool logins"
 CONCURRENCIES = (1, 8, 32)
 RANDOM = "account pool random"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _start_demosite(
@@ -58,8 +51,8 @@ def _start_demosite(
 ) -> tuple[subprocess.Popen[bytes], str]:
     accounts_file = workdir / "bench-accounts.txt"
     accounts_file.write_text("".join(f"{u}:{p}\n" for u, p in accounts.items()))
-    port = _free_port()
-    process = subprocess.Popen(
+    port = free_port()
+    process = start_process(
         [
             sys.executable,
             "-m",
@@ -76,18 +69,12 @@ def _start_demosite(
             "--latency-ms",
             str(latency_ms),
         ],
+        workdir / "bench-demosite.log",
         cwd=ROOT / "project",
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("demosite did not start")
+    wait_healthy(process, f"{url}/health", workdir / "bench-demosite.log", timeout=30)
+    return process, url
 
 
 async def _logins(

@@ -27,19 +27,18 @@ import random
 import selectors
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import redis
+from support.waiting import wait_until
+
+from crawlfleet.frontier.bloom import BloomFilter, expected_error_rate
+from crawlfleet.frontier.dupefilter import BloomDupeFilter
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "project"))
-
-from crawlfleet.frontier.bloom import BloomFilter, expected_error_rate  # noqa: E402
-from crawlfleet.frontier.dupefilter import BloomDupeFilter  # noqa: E402
 
 SECTION = "bloom dupefilter"
 OURS = "crawlfleet BloomDupeFilter"
@@ -197,12 +196,12 @@ def _empty(server: Any) -> None:
     client.flushall()
     with contextlib.suppress(redis.ResponseError):  # a rewrite is running: wait for it below
         client.bgrewriteaof()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def rewritten() -> bool:
         state = client.info("persistence")
-        if not state["aof_rewrite_in_progress"] and not state["aof_rewrite_scheduled"]:
-            break
-        time.sleep(0.05)
+        return not state["aof_rewrite_in_progress"] and not state["aof_rewrite_scheduled"]
+
+    wait_until(rewritten, "the AOF rewrite", timeout=120)
     client.close()
 
 

@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import redis
+from book_lab import ACCOUNTS, CRAWL_SETTINGS, Lab, wait_workers
+
+from crawlfleet.demosite.catalogue import Catalogue
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "integration" / "book"))
-sys.path.insert(0, str(ROOT / "project"))
-
-import redis  # noqa: E402
-from book_lab import ACCOUNTS, CRAWL_SETTINGS, Lab, wait_workers  # noqa: E402
-
-from crawlfleet.demosite.catalogue import Catalogue  # noqa: E402
 
 CONNECTIONS = 50
 

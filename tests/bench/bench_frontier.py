@@ -14,24 +14,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from support.net import free_port
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SECTION = "frontier (issue 3)"
 LATENCY_MS = 20
 BATCHED = "crawlfleet, SCHEDULER_ENQUEUE_BATCH"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _run(python: str, args: list[str], result: Path, timeout: float) -> dict[str, Any]:
@@ -117,7 +112,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             ),
         ]
 
-    port = _free_port()
+    port = free_port()
     site = subprocess.Popen(
         [
             sys.executable,

@@ -10,16 +10,14 @@ hosts / (N x pages/s with one). The lab is destroyed at the end. Needs root (Doc
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
+from labcrawl import LabCrawl, worker_added
+from labcrawl import run as lab_run
 
-from labcrawl import LabCrawl, worker_added  # noqa: E402
-from labcrawl import run as lab_run  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SECTION = "lab: deploy and scale-out"
 NEW, NEW_ADDRESS = "d", "172.30.0.13"

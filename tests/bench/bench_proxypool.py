@@ -33,13 +33,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import httpx
+from support.net import free_port
+from support.services import wait_healthy
+
+from crawlfleet.proxypool.proxies import render_proxy
+from crawlfleet.proxypool.store import MAX_SCORE, ProxyStore, connect
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "project"))
-
-from crawlfleet.proxypool.proxies import render_proxy  # noqa: E402
-from crawlfleet.proxypool.store import MAX_SCORE, ProxyStore, connect  # noqa: E402
 
 SECTION = "proxy pool /random"
 KEY = "bench:proxies"
@@ -183,19 +183,6 @@ def fill(redis_url: str, size: int) -> None:
     client.close()
 
 
-def wait_ready(base: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"bench server exited with {process.returncode}")
-        try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise RuntimeError("bench server did not answer /health in 20 s")
-
-
 def row(scenario: str, metric: str, value: float, unit: str, note: str) -> dict[str, Any]:
     return {
         "section": SECTION,
@@ -208,8 +195,6 @@ def row(scenario: str, metric: str, value: float, unit: str, note: str) -> dict[
 
 
 def run(ctx: Any) -> list[dict[str, Any]]:
-    from redis_server import free_port
-
     sizes = (100, 1_000) if ctx.quick else (100, 1_000, 10_000)
     requests = 200 if ctx.quick else 1_500  # per round
     picks = 200 if ctx.quick else 2_000
@@ -221,7 +206,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     process = subprocess.Popen([sys.executable, __file__, "--serve", str(port), server.url])
     rows: list[dict[str, Any]] = []
     try:
-        wait_ready(base, process)
+        wait_healthy(process, f"{base}/health", timeout=20, accept=lambda r: r.status_code == 200)
         fill(server.url, CONCURRENCY)
         # Once, before measuring: the server's Redis pool grows to one connection per request
         # in flight; both routes share it afterwards.

@@ -15,10 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+from rabbitmq_server import start_rabbitmq
 
-from rabbitmq_server import start_rabbitmq  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 SECTION = "rabbitmq queue"
 NAMES = {

@@ -11,9 +11,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "project"))
 
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from redis_server import RedisServer, start_redis
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-# scripts/labcrawl.py drives crawls for `make demo`, these tests and the lab benchmark.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
+# scripts/labcrawl.py drives crawls for `make demo`, these tests and the lab benchmark (scripts/
+# is on the path through pytest.ini's pythonpath).
 from labchecks import catalogue_ids as read_catalogue_ids
 from labcrawl import LabCrawl
 from labhosts import TIMINGS, Lab, lab_hosts, leftovers, recap, run

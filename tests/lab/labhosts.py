@@ -7,20 +7,17 @@ import ipaddress
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+# scripts/labcrawl.py (on the path through pytest.ini's pythonpath) drives crawls for
+# `make demo`, these tests and the lab benchmark; its run() is the one way lab commands run.
+from labcrawl import run
+
 ROOT = Path(__file__).resolve().parents[2]
-# scripts/labcrawl.py drives crawls for `make demo`, these tests and the lab benchmark; its
-# run() is the one way lab commands run.
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from labcrawl import run  # noqa: E402
-
 LAB_NETWORK = ipaddress.ip_network("172.30.0.0/24")
 KEY = ROOT / ".lab/ssh/vagrant_insecure_key"
 TIMINGS = ROOT / ".lab/lab-times.json"

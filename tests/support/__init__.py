@@ -1,5 +1,7 @@
-"""What the tests share: free ports, bounded waiting (more to move here: issue "one skeleton").
+"""What the tests share: ports (net), bounded waiting (waiting), service processes (services),
+HTTP sites on loopback (sites), the frontier's crawl site and workers (crawl) and its two queue
+backends (backends). docs/testing.md lists what each gives.
 
-Imported as ``support`` (tests/ is on the path through pytest.ini's ``pythonpath``), never through
-``sys.path`` edits in test modules.
+Imported as ``support`` (tests/ is on the path through pytest.ini's ``pythonpath``; scripts/bench.sh
+sets PYTHONPATH alike), never through ``sys.path`` edits.
 """

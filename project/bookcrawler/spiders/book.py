@@ -17,6 +17,7 @@ from scrapy.http import Response
 
 from bookcrawler.items import BookItem
 from crawlfleet.frontier.config import redis_from_settings
+from crawlfleet.frontier.keys import SpiderKeys
 
 PAGE_SIZE = 18
 
@@ -59,4 +60,4 @@ class BookSpider(scrapy.Spider):
         assert self.crawler.stats is not None
         self.crawler.stats.set_value("book/total", total)
         if self.settings.get("REDIS_URL"):
-            redis_from_settings(self.settings, check=False).set(f"{self.name}:total", total)
+            redis_from_settings(self.settings, check=False).set(SpiderKeys(self.name).total, total)

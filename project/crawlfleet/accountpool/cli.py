@@ -12,104 +12,61 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
-import signal
-import socket
 import sys
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from types import FrameType
 from typing import IO
 
 import httpx
-import uvicorn
 from redis.asyncio import Redis
-from redis.exceptions import AuthenticationError, RedisError
+from redis.exceptions import RedisError
 
 from crawlfleet.accountpool.accounts import parse_account_lines
 from crawlfleet.accountpool.api import ApiState, create_app
 from crawlfleet.accountpool.config import (
-    OPTIONS,
+    API,
+    COMMON,
+    LOOPS,
     ConfigError,
     Settings,
-    env_default,
     settings_from_args,
 )
 from crawlfleet.accountpool.crypto import DecryptError, generate_key
 from crawlfleet.accountpool.generator import Generator
-from crawlfleet.accountpool.logs import setup_logging
 from crawlfleet.accountpool.periodic import repeat
 from crawlfleet.accountpool.store import AccountStore, connect
 from crawlfleet.accountpool.tester import Tester
-from crawlfleet.redisconn import has_credentials, mask_url
-from crawlfleet.service.http import server_options
-from crawlfleet.service.options import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, ServiceFailure
+from crawlfleet.redisconn import mask_url
+from crawlfleet.service import logs, runtime
+from crawlfleet.service.options import (
+    EXIT_CONFIG,
+    EXIT_OK,
+    ServiceFailure,
+    add_arguments,
+)
 
 PROG = "crawlfleet accountpool"
 log = logging.getLogger("crawlfleet.accountpool")
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def _ignore_signal(signum: int, frame: FrameType | None) -> None:
-    """Placeholder handler while uvicorn owns the stop signals (see ``serve``)."""
-
-
-def _add(parser: argparse.ArgumentParser, flag: str, environ: Mapping[str, str]) -> None:
-    option = OPTIONS[flag]
-    if flag == "--insecure-no-api-key":
-        parser.add_argument(flag, action="store_true", help=f"{option.help} (env {option.env})")
-    elif flag == "--site-url":
-        parser.add_argument(
-            flag,
-            action="append",
-            default=[],
-            metavar="NAME=URL",
-            help=f"{option.help} (env {option.env})",
-        )
-    else:
-        parser.add_argument(
-            flag,
-            default=env_default(flag, environ),
-            help=f"{option.help} (env {option.env}; default {option.default or 'unset'})",
-        )
 
 
 def build_parser(environ: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
+    """The command line; values are read (with ``environ``) by ``settings_from_args``."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         allow_abbrev=False,
         description="The account pool: per-site accounts in, logged-in tokens out.",
     )
     common = argparse.ArgumentParser(add_help=False)
-    for flag in (
-        "--redis-url",
-        "--sites",
-        "--site-url",
-        "--secret-key-file",
-        "--log-level",
-        "--log-format",
-    ):
-        _add(common, flag, environ)
+    add_arguments(common, COMMON)
     loops = argparse.ArgumentParser(add_help=False)
-    for flag in (
-        "--concurrency",
-        "--timeout",
-        "--generate-interval",
-        "--test-interval",
-        "--refresh-before",
-        "--min-ttl",
-        "--backoff-base",
-        "--backoff-max",
-    ):
-        _add(loops, flag, environ)
+    add_arguments(loops, LOOPS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = sub.add_parser(
         "serve", parents=[common, loops], allow_abbrev=False, help="run the API and both loops"
     )
-    for flag in ("--host", "--port", "--api-key-file", "--insecure-no-api-key"):
-        _add(serve, flag, environ)
+    add_arguments(serve, API)
     serve.add_argument("--no-generator", action="store_true", help="do not run the generator")
     serve.add_argument("--no-tester", action="store_true", help="do not run the tester")
     for name, what in (
@@ -136,33 +93,17 @@ def make_redis(url: str) -> Redis:
 
 
 async def check_redis(store: AccountStore, url: str, *, required: bool) -> None:
-    """Fail on a wrong password or secret key; on an outage fail only if ``required``."""
-    try:
-        await store.redis.ping()
-        if store.box is not None:
+    """The runtime's start-up ping, then: the secret key must decrypt what Redis holds."""
+    if not await runtime.check_redis(store.redis, url, required=required, log=log):
+        return
+    if store.box is not None:
+        try:
             await store.verify_key()
-    except AuthenticationError:
-        if not has_credentials(url):
+        except DecryptError:
             raise ConfigError(
-                f"Redis at {mask_url(url)} needs a valid password (REDIS_URL has none)"
+                "ACCOUNTPOOL_SECRET_KEY does not decrypt the passwords already stored in Redis "
+                "(key changed? list the old key after the new one to rotate)"
             ) from None
-        raise ConfigError(f"Redis at {mask_url(url)} rejected the password (REDIS_URL)") from None
-    except DecryptError:
-        raise ConfigError(
-            "ACCOUNTPOOL_SECRET_KEY does not decrypt the passwords already stored in Redis "
-            "(key changed? list the old key after the new one to rotate)"
-        ) from None
-    except (RedisError, OSError) as exc:
-        if required:
-            raise ServiceFailure(
-                f"cannot reach Redis at {mask_url(url)} (REDIS_URL): {exc}"
-            ) from None
-        log.warning(
-            "Redis at %s unreachable at start (%s); serving 503 until it answers",
-            mask_url(url),
-            exc,
-            extra={"event": "redis_unavailable"},
-        )
 
 
 def http_client(settings: Settings) -> httpx.AsyncClient:
@@ -173,23 +114,6 @@ def http_client(settings: Settings) -> httpx.AsyncClient:
         follow_redirects=False,
         trust_env=False,
     )
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as exc:
-        raise ConfigError(f"--host/ACCOUNTPOOL_HOST {host!r}: {exc.strerror}") from None
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        raise ServiceFailure(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    return sock
 
 
 def _loops(
@@ -211,10 +135,10 @@ async def serve(settings: Settings, run_generator: bool, run_tester: bool) -> in
     store = AccountStore(make_redis(settings.redis_url), settings.box)
     try:
         await check_redis(store, settings.redis_url, required=False)
-        sock = bind_socket(settings.host, settings.port)
+        sock = runtime.bind(settings.host, settings.port, "--host/ACCOUNTPOOL_HOST")
         async with http_client(settings) as client:
             generator, tester = _loops(settings, store, client)
-            wake = asyncio.Event()
+            stop, wake = asyncio.Event(), asyncio.Event()
             state = ApiState(
                 store,
                 settings.redis_url,
@@ -223,44 +147,24 @@ async def serve(settings: Settings, run_generator: bool, run_tester: bool) -> in
                 settings.min_ttl,
                 wake if run_generator else None,
             )
-            server = uvicorn.Server(
-                uvicorn.Config(
-                    create_app(state),
-                    host=settings.host,
-                    port=settings.port,
-                    log_config=None,
-                    access_log=False,
-                    server_header=False,
-                    lifespan="off",
-                    **server_options(),
-                )
+            # (loop, its cycle, seconds between cycles, what wakes it early, whether it runs)
+            wanted = (
+                ("generate", generator.run_once, settings.generate_interval, wake, run_generator),
+                ("test", tester.run_once, settings.test_interval, None, run_tester),
             )
-            tasks = []
-            if run_generator:
-                tasks.append(
-                    asyncio.create_task(
-                        repeat(
-                            "generate",
-                            generator.run_once,
-                            interval=settings.generate_interval,
-                            log=log,
-                            redis_url=settings.redis_url,
-                            wake=wake,
-                        )
-                    )
+            loops = [
+                repeat(
+                    name,
+                    cycle,
+                    interval=interval,
+                    log=log,
+                    redis_url=settings.redis_url,
+                    stop=stop,
+                    wake=woken_by,
                 )
-            if run_tester:
-                tasks.append(
-                    asyncio.create_task(
-                        repeat(
-                            "test",
-                            tester.run_once,
-                            interval=settings.test_interval,
-                            log=log,
-                            redis_url=settings.redis_url,
-                        )
-                    )
-                )
+                for name, cycle, interval, woken_by, runs in wanted
+                if runs
+            ]
             log.info(
                 "account pool listening on %s:%d for sites %s (API key %s)",
                 settings.host,
@@ -269,32 +173,20 @@ async def serve(settings: Settings, run_generator: bool, run_tester: bool) -> in
                 "required" if settings.api_key else "not set",
                 extra={"event": "start", "redis": mask_url(settings.redis_url)},
             )
-            # uvicorn re-raises the stop signal after its graceful shutdown; these no-op
-            # handlers receive it, so the loops are cancelled and Redis closed before exit 0.
-            previous = {sig: signal.signal(sig, _ignore_signal) for sig in STOP_SIGNALS}
-            try:
-                await server.serve(sockets=[sock])
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                sock.close()
+            runtime.on_stop_signals(stop, log)
+            status = await runtime.serve(
+                create_app(state),
+                sock,
+                stop,
+                loops=loops,
+                log=log,
+                tls_cert=settings.tls_cert,
+                tls_key=settings.tls_key,
+            )
     finally:
         await store.redis.aclose()
     log.info("account pool stopped", extra={"event": "stop"})
-    return 0
-
-
-async def _until_signal(work: Awaitable[object]) -> None:
-    """Run ``work`` until it ends or SIGTERM/SIGINT arrives (then cancel it cleanly)."""
-    task = asyncio.ensure_future(work)
-    loop = asyncio.get_running_loop()
-    for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    return status
 
 
 async def run_loop(settings: Settings, which: str, once: bool, site: str | None) -> int:
@@ -317,12 +209,19 @@ async def run_loop(settings: Settings, which: str, once: bool, site: str | None)
                     where = mask_url(settings.redis_url)
                     raise ServiceFailure(f"Redis at {where}: {exc}") from None
             else:
-                await _until_signal(
-                    repeat(which, cycle, interval=interval, log=log, redis_url=settings.redis_url)
+                stop = asyncio.Event()
+                runtime.on_stop_signals(stop, log)
+                await repeat(
+                    which,
+                    cycle,
+                    interval=interval,
+                    log=log,
+                    redis_url=settings.redis_url,
+                    stop=stop,
                 )
     finally:
         await store.redis.aclose()
-    return 0
+    return EXIT_OK
 
 
 async def import_accounts(settings: Settings, site: str, path: str, out: IO[str]) -> int:
@@ -364,20 +263,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "keygen":
         print(generate_key())
         return EXIT_OK
-    try:
+
+    def work() -> int:
         settings = settings_from_args(args)
-        setup_logging(settings.log_level, settings.log_format)
+        logs.setup(settings.log_format, settings.log_level)
         if args.command == "serve":
             return asyncio.run(serve(settings, not args.no_generator, not args.no_tester))
         if args.command in ("generate", "test"):
             return asyncio.run(run_loop(settings, args.command, args.once, args.site))
         return asyncio.run(import_accounts(settings, args.site, args.file, sys.stdout))
-    except ConfigError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except ServiceFailure as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+
+    return runtime.run(PROG, work)
 
 
 if __name__ == "__main__":

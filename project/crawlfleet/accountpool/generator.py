@@ -10,28 +10,21 @@ us, the cycle for that site stops at once without blaming the accounts.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
-import httpx
+from dataclasses import dataclass
 
 from crawlfleet.accountpool.adapters import LoginError, LoginRejected, SiteAdapter, SiteUnavailable
 from crawlfleet.accountpool.crypto import DecryptError
-from crawlfleet.accountpool.store import AccountStore, AccountView, CredentialRecord
+from crawlfleet.accountpool.siteloop import SiteLoop, SiteResult
+from crawlfleet.accountpool.store import AccountView, CredentialRecord
 
 log = logging.getLogger("crawlfleet.accountpool.generator")
 
 
 @dataclass
-class GenerateResult:
-    site: str
+class GenerateResult(SiteResult):
     due: int = 0
-    counts: Counter[str] = field(default_factory=Counter)
-    unavailable: str | None = None
 
 
 def refresh_time(obtained_at: float, expires_at: float, refresh_before: float) -> float:
@@ -40,34 +33,17 @@ def refresh_time(obtained_at: float, expires_at: float, refresh_before: float) -
     return max(obtained_at + (expires_at - obtained_at) / 2, expires_at - refresh_before)
 
 
-class Generator:
-    def __init__(
-        self,
-        store: AccountStore,
-        adapters: Mapping[str, SiteAdapter],
-        client: httpx.AsyncClient,
-        *,
-        concurrency: int,
-        refresh_before: float,
-        backoff_base: float,
-        backoff_max: float,
-    ) -> None:
-        self.store = store
-        self.adapters = adapters
-        self.client = client
-        self.concurrency = concurrency
-        self.refresh_before = refresh_before
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
+@dataclass(eq=False, kw_only=True)
+class Generator(SiteLoop[GenerateResult]):
+    refresh_before: float  # log in again this long before a token expires
+    backoff_base: float  # first back-off after a rejected login, doubled per failure
+    backoff_max: float
 
     @staticmethod
     def is_due(view: AccountView, now: float) -> bool:
         if view.next_try is not None and view.next_try > now:
             return False
         return view.credential is None or view.credential.refresh_at <= now
-
-    async def run_once(self) -> list[GenerateResult]:
-        return [await self.run_site(site) for site in self.adapters]
 
     async def run_site(self, site: str) -> GenerateResult:
         adapter = self.adapters[site]
@@ -78,15 +54,7 @@ class Generator:
             due.extend(view for view in batch if self.is_due(view, now))
         result.due = len(due)
         if due:
-            pending = iter(due)
-
-            async def worker() -> None:
-                for view in pending:  # shared iterator: each worker takes the next account
-                    if result.unavailable is not None:
-                        return
-                    await self._login(site, adapter, view, result)
-
-            await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(due)))))
+            await self.each(due, lambda view: self._login(site, adapter, view, result), result)
             await self.store.incr_many(site, result.counts)
         await self.store.set_status(site, "generate", result.unavailable)
         level = logging.INFO if due else logging.DEBUG

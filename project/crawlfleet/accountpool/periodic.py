@@ -1,15 +1,15 @@
-"""Run one cycle of a background loop every N seconds, surviving every error a cycle can raise."""
+"""The account pool's loops: a cycle every N seconds that survives every error it can raise."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
 
 from crawlfleet.redisconn import mask_url
+from crawlfleet.service.runtime import every
 
 
 async def repeat(
@@ -19,20 +19,18 @@ async def repeat(
     interval: float,
     log: logging.Logger,
     redis_url: str,
+    stop: asyncio.Event | None = None,
     wake: asyncio.Event | None = None,
 ) -> None:
-    """Call ``cycle`` forever, ``interval`` seconds apart or sooner when ``wake`` is set.
+    """Call ``cycle`` ``interval`` seconds apart (sooner when ``wake`` is set) until ``stop``.
 
     A Redis outage or any other error is logged in one line and the next cycle runs on time:
-    the loop only ends when its task is cancelled.
+    the loop only ends when ``stop`` is set or its task is cancelled.
     """
-    while True:
-        if wake is not None:
-            wake.clear()
+
+    async def guarded() -> None:
         try:
             await cycle()
-        except asyncio.CancelledError:
-            raise
         except (RedisError, OSError) as exc:
             log.warning(
                 "%s cycle skipped: Redis at %s unavailable: %s",
@@ -43,8 +41,5 @@ async def repeat(
             )
         except Exception:
             log.exception("%s cycle failed", name, extra={"event": f"{name}_error"})
-        if wake is None:
-            await asyncio.sleep(interval)
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), interval)
+
+    await every(interval, guarded, asyncio.Event() if stop is None else stop, wake=wake)

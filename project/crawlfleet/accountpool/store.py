@@ -26,11 +26,12 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from crawlfleet.accountpool.crypto import PasswordBox
+from crawlfleet.redisconn import get_async_redis
 
 KEYCHECK_KEY = "accountpool:keycheck"
 _KEYCHECK_TEXT = "crawlfleet-accountpool"
@@ -107,8 +108,9 @@ MAX_CONNECTIONS = 64
 
 def connect(url: str) -> Redis:
     """The process's async client for ``url``; raises ``ValueError`` for a malformed URL."""
-    pool = BlockingConnectionPool.from_url(
+    return get_async_redis(
         url,
+        blocking=True,
         max_connections=MAX_CONNECTIONS,
         timeout=5,
         socket_connect_timeout=3,
@@ -116,7 +118,6 @@ def connect(url: str) -> Redis:
         # One quick retry: an API answer "Redis unavailable" beats a client timing out.
         retry=Retry(NoBackoff(), 1),
     )
-    return Redis.from_pool(pool)
 
 
 def token_hash(token: str) -> str:

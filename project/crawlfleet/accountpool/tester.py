@@ -9,47 +9,23 @@ that site stops and nothing is removed: an outage says nothing about a credentia
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
-import httpx
+from dataclasses import dataclass
 
 from crawlfleet.accountpool.adapters import CheckResult, SiteAdapter, SiteUnavailable
-from crawlfleet.accountpool.store import AccountStore, CredentialRecord
+from crawlfleet.accountpool.siteloop import SiteLoop, SiteResult
+from crawlfleet.accountpool.store import CredentialRecord
 
 log = logging.getLogger("crawlfleet.accountpool.tester")
 
 
 @dataclass
-class TestResult:
+class TestResult(SiteResult):
     __test__ = False  # not a pytest test class
 
-    site: str
-    counts: Counter[str] = field(default_factory=Counter)
-    unavailable: str | None = None
 
-
-class Tester:
-    def __init__(
-        self,
-        store: AccountStore,
-        adapters: Mapping[str, SiteAdapter],
-        client: httpx.AsyncClient,
-        *,
-        concurrency: int,
-    ) -> None:
-        self.store = store
-        self.adapters = adapters
-        self.client = client
-        self.concurrency = concurrency
-
-    async def run_once(self) -> list[TestResult]:
-        return [await self.run_site(site) for site in self.adapters]
-
+class Tester(SiteLoop[TestResult]):
     async def run_site(self, site: str) -> TestResult:
         adapter = self.adapters[site]
         result = TestResult(site)
@@ -64,16 +40,7 @@ class Tester:
                         result.counts["checks_expired"] += 1
                 else:
                     to_check.append((user, record))
-        if to_check:
-            pending = iter(to_check)
-
-            async def worker() -> None:
-                for user, record in pending:  # shared iterator: each worker takes the next one
-                    if result.unavailable is not None:
-                        return
-                    await self._check(site, adapter, user, record, result)
-
-            await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(to_check)))))
+        await self.each(to_check, lambda item: self._check(site, adapter, *item, result), result)
         await self.store.incr_many(site, result.counts)
         await self.store.set_status(site, "test", result.unavailable)
         log.log(

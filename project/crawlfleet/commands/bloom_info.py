@@ -3,7 +3,8 @@
 Reads the parameters the workers recorded in ``<key>:meta`` and counts the set bits of every
 block (BITCOUNT), then prints size, k, capacity, the estimated number of fingerprints (from the
 fill ratio), the fill ratio and the estimated current false-positive rate; it warns when the
-filter is past its design load. ``--json`` prints the same as one JSON object.
+filter is past its design load. ``--json`` prints the same as one JSON object. SPIDER is checked
+as every operator command checks it (``opsargs.check_spider``): a bad name is one line, status 2.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import os
 import sys
 from typing import Any
 
-from crawlfleet.frontier.bloom import DEFAULT_KEY, BloomConfigError, BloomFilter
+from crawlfleet.commands.opsargs import check_spider, run_guarded
+from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
+from crawlfleet.frontier.keys import BLOOMFILTER_KEY
 from crawlfleet.redisconn import check_connection, get_redis
 
 
@@ -24,22 +27,15 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("spider", help="spider name")
     p.add_argument(
-        "--key", default=DEFAULT_KEY, help="filter key or template (default %(default)s)"
+        "--key",
+        default=BLOOMFILTER_KEY.default,
+        help="filter key or template (default %(default)s)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--redis-url", default=os.environ.get("REDIS_URL", ""), help="hub Redis URL (env REDIS_URL)"
     )
     p.set_defaults(run=run)
-
-
-def _key(template: str, spider: str) -> str:
-    try:
-        return template % {"spider": spider}
-    except (KeyError, ValueError, TypeError) as exc:
-        raise BloomConfigError(
-            f"--key must be a key or a template like {DEFAULT_KEY!r}, got {template!r} ({exc})"
-        ) from None
 
 
 def _human_bytes(size: int) -> str:
@@ -66,8 +62,9 @@ def format_info(info: dict[str, Any]) -> str:
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
-def run(args: argparse.Namespace) -> int:
-    key = _key(args.key, args.spider)
+def _run(args: argparse.Namespace) -> int:
+    check_spider(args.spider)
+    key = BLOOMFILTER_KEY.resolve(args.key, args.spider, BloomConfigError, name="--key")
     # Short-lived: fail fast on an unreachable hub instead of hanging.
     client = get_redis(args.redis_url, socket_timeout=10, socket_connect_timeout=5)
     check_connection(client, args.redis_url)
@@ -76,3 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if info["warning"]:
         print(f"warning: {info['warning']}", file=sys.stderr)
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_guarded("bloom-info", _run, args)

@@ -23,6 +23,7 @@ import redis
 from rich.progress import Progress
 
 from crawlfleet.commands.opsargs import check_spider, run_guarded
+from crawlfleet.frontier.keys import ITEMS_KEY
 from crawlfleet.redisconn import check_connection, get_redis, mask_url
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
@@ -38,7 +39,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("spider", help="spider name (reads the stream SPIDER:items)")
     p.add_argument("-o", "--output", required=True, help="file to write (.jsonl or .csv)")
     p.add_argument("--format", choices=sorted(set(FORMATS.values())), help="override the format")
-    p.add_argument("--key", default="%(spider)s:items", help="stream key (default %(default)s)")
+    p.add_argument("--key", default=ITEMS_KEY.default, help="stream key (default %(default)s)")
     p.add_argument(
         "--redis-url", default=os.environ.get("REDIS_URL", ""), help="hub Redis URL (env REDIS_URL)"
     )
@@ -112,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError("no Redis URL: pass --redis-url or set REDIS_URL")
     client = get_redis(args.redis_url)
     check_connection(client, args.redis_url)
-    key = args.key % {"spider": args.spider}
+    key = ITEMS_KEY.resolve(args.key, args.spider, ValueError, name="--key")
     if client.type(key) not in (b"stream", b"none"):
         raise ValueError(f"{key} at {mask_url(args.redis_url)} is not a stream")
     total = int(client.xlen(key))

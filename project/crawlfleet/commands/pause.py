@@ -17,6 +17,7 @@ from typing import Any
 
 from crawlfleet import clusterview
 from crawlfleet.commands.opsargs import add_redis_arg, check_spider, connect, run_guarded
+from crawlfleet.frontier.keys import SpiderKeys
 
 
 def add_parser(subparsers: Any) -> None:
@@ -32,14 +33,14 @@ def add_parser(subparsers: Any) -> None:
 
 def _alive(client: Any, spider: str) -> int:
     now_s, now_us = client.time()
-    return int(client.zcount(f"{spider}:workers", now_s * 1000 + now_us // 1000, "+inf"))
+    return int(client.zcount(SpiderKeys(spider).workers, now_s * 1000 + now_us // 1000, "+inf"))
 
 
 def _run(args: argparse.Namespace) -> int:
     check_spider(args.spider)
     client = connect(args.redis_url)
     clusterview.require_spider(client, args.spider, args.redis_url)
-    key = clusterview.paused_key(args.spider)
+    key = SpiderKeys(args.spider).paused
     alive = _alive(client, args.spider)
     if args.command == "pause":
         who = {"by": f"{getpass.getuser()}@{socket.gethostname()}", "time": round(time.time(), 3)}

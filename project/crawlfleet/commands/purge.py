@@ -15,8 +15,8 @@ from typing import Any
 
 import redis
 
-from crawlfleet.clusterview import escape_glob
 from crawlfleet.commands.opsargs import add_redis_arg, check_spider, connect, run_guarded
+from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.redisconn import mask_url
 
 SCAN_COUNT = 1000
@@ -33,12 +33,12 @@ def add_parser(subparsers: Any) -> None:
 
 
 def spider_keys(client: redis.Redis, spider: str) -> list[bytes]:
-    return list(client.scan_iter(match=f"{escape_glob(spider)}:*", count=SCAN_COUNT))
+    return list(client.scan_iter(match=SpiderKeys(spider).glob, count=SCAN_COUNT))
 
 
 def _alive(client: redis.Redis, spider: str, where: str, force: bool) -> int:
     """Live workers of ``spider`` (0 with ``--force`` when the workers key has a wrong type)."""
-    key = f"{spider}:workers"
+    key = SpiderKeys(spider).workers
     raw_kind = client.type(key)
     kind = raw_kind.decode() if isinstance(raw_kind, bytes) else str(raw_kind)
     if kind not in ("zset", "none"):

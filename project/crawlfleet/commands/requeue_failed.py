@@ -21,6 +21,7 @@ from scrapy.utils.misc import load_object
 
 from crawlfleet.commands.opsargs import check_spider, non_negative_int, run_guarded
 from crawlfleet.frontier import scripts
+from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.leases import dead_entry
 from crawlfleet.frontier.queues import RedisQueue
 from crawlfleet.frontier.serialization import loads, one_line, parse_json, priority_problem
@@ -47,12 +48,13 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _queue(client: Any, args: argparse.Namespace) -> RedisQueue:
-    meta = {k.decode(): v.decode() for k, v in client.hgetall(f"{args.spider}:frontier").items()}
+    frontier = SpiderKeys(args.spider).frontier
+    meta = {k.decode(): v.decode() for k, v in client.hgetall(frontier).items()}
     key = args.queue_key or meta.get("queue_key")
     path = args.queue_class or meta.get("queue_class")
     if not key or not path:
         raise ValueError(
-            f"no frontier metadata at {args.spider}:frontier (has a worker of {args.spider!r} "
+            f"no frontier metadata at {frontier} (has a worker of {args.spider!r} "
             f"run against this Redis?); pass --queue-key and --queue-class"
         )
     try:
@@ -93,16 +95,17 @@ def _run(args: argparse.Namespace) -> int:
     check_connection(client, args.redis_url)
     queue = _queue(client, args)
     script = client.register_script(scripts.build(type(queue).LUA, "", scripts.REQUEUE_FAILED))
-    keys = [queue.key, f"{args.spider}:seq", f"{args.spider}:start_urls"]
+    names = SpiderKeys(args.spider)
+    keys = [queue.key, names.seq, names.start_urls]
     pushed = dead = 0
     while True:
         size = CHUNK if not args.limit else min(CHUNK, args.limit - pushed - dead)
         if size <= 0:
             break
-        raws = client.lrange(f"{args.spider}:failed", 0, size - 1)
+        raws = client.lrange(names.failed, 0, size - 1)
         if not raws:
             break
-        argv: list[Any] = [args.spider, WORKER, "0", "0", str(len(raws))]
+        argv: list[Any] = [names.prefix, WORKER, "0", "0", str(len(raws))]
         for raw in raws:
             argv.extend(_triple(raw))
         result = script(keys=keys, args=argv)
@@ -112,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
         dead += int(result[1])
     print(
         f"requeued {pushed} failed request(s) of {args.spider} into {queue.key}"
-        + (f"; {dead} unusable entr(ies) moved to {args.spider}:deadletter" if dead else "")
+        + (f"; {dead} unusable entr(ies) moved to {names.deadletter}" if dead else "")
     )
     return 0
 

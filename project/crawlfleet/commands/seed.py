@@ -4,19 +4,24 @@ Entries go to the spider's start-URL key (``<spider>:start_urls`` unless the wor
 another in ``<spider>:frontier``), which running workers consume while crawling. An entry is a
 plain ``http(s)://`` URL or a JSON object ``{"url": …, "meta", "method", "body", "headers",
 "priority", "dont_filter", "callback"}`` (docs/design.md, Start and finish). Every entry is checked
-before anything is written, by the check a worker applies (``frontier.startfeed.start_entry``,
-default URL schemes http and https): one malformed line stops the command (status 2) with its line
-number and a shortened, escaped quote of it, and nothing is added.
+before anything is written, by the check a worker applies (``frontier.startfeed.start_entry``)
+with the URL schemes the workers accept: ``--schemes``, default ``$SCHEDULER_URL_SCHEMES``, else
+http and https, as a worker reads its ``SCHEDULER_URL_SCHEMES`` setting. One malformed line stops
+the command (status 2) with its line number and a shortened, escaped quote of it, and nothing is
+added.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from scrapy.settings import Settings
 
 from crawlfleet import clusterview
 from crawlfleet.commands.opsargs import (
@@ -27,12 +32,14 @@ from crawlfleet.commands.opsargs import (
     intermixed,
     run_guarded,
 )
+from crawlfleet.frontier.config import DEFAULT_URL_SCHEMES, FrontierConfigError, url_schemes_setting
+from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.serialization import EntryPolicy, quote
 from crawlfleet.frontier.startfeed import start_entry
 from crawlfleet.redisconn import mask_url
 
 CHUNK = 1000
-# What a worker with the default SCHEDULER_URL_SCHEMES and request classes accepts.
+# What a worker with the default SCHEDULER_URL_SCHEMES accepts (start entries name no class).
 POLICY = EntryPolicy()
 
 
@@ -54,13 +61,28 @@ def add_parser(subparsers: Any) -> None:
         action="store_true",
         help="allow a spider that has never run against this Redis (seed before the first start)",
     )
+    p.add_argument(
+        "--schemes",
+        default=os.environ.get("SCHEDULER_URL_SCHEMES", ",".join(DEFAULT_URL_SCHEMES)),
+        help="comma-separated URL schemes the workers accept, as their SCHEDULER_URL_SCHEMES "
+        "(env SCHEDULER_URL_SCHEMES, default %(default)s)",
+    )
     add_redis_arg(p)
     p.set_defaults(run=run)
 
 
-def check_entry(text: str) -> str:
+def policy_for(schemes: str) -> EntryPolicy:
+    """The entry check of a worker whose ``SCHEDULER_URL_SCHEMES`` is ``schemes``."""
+    try:
+        allowed = url_schemes_setting(Settings({"SCHEDULER_URL_SCHEMES": schemes}))
+    except FrontierConfigError as exc:
+        raise UsageError(f"--schemes: {exc}") from None
+    return EntryPolicy(url_schemes=allowed)
+
+
+def check_entry(text: str, policy: EntryPolicy = POLICY) -> str:
     """The entry to store for one line (a URL or a JSON object); raises ValueError with why not."""
-    data = start_entry(text, POLICY)
+    data = start_entry(text, policy)
     if not text.startswith("{"):
         return text
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
@@ -91,10 +113,11 @@ def _decode(raw: Any) -> dict[str, str]:
 
 def _run(args: argparse.Namespace) -> int:
     check_spider(args.spider)
+    policy = policy_for(args.schemes)
     entries: list[str] = []
     for where, text in _lines(args):
         try:
-            entries.append(check_entry(text))
+            entries.append(check_entry(text, policy))
         except ValueError as exc:
             raise UsageError(f"{where} {quote(text)}: {exc}; nothing was added") from None
     if not entries:
@@ -102,8 +125,9 @@ def _run(args: argparse.Namespace) -> int:
     client = connect(args.redis_url)
     if not args.new:
         clusterview.require_spider(client, args.spider, args.redis_url)
-    meta = _decode(client.hgetall(f"{args.spider}:frontier"))
-    key = meta.get("start_urls_key") or f"{args.spider}:start_urls"
+    names = SpiderKeys(args.spider)
+    meta = _decode(client.hgetall(names.frontier))
+    key = meta.get("start_urls_key") or names.start_urls
     as_set = meta.get("start_urls_as_set") == "1"
     pipe = client.pipeline(transaction=True)
     for i in range(0, len(entries), CHUNK):

@@ -40,6 +40,7 @@ from crawlfleet.dashboard.sampler import QueueSampler
 from crawlfleet.redisconn import mask_url, redis_location
 from crawlfleet.service.http import GuardPolicy, install_guard, json_error
 from crawlfleet.service.redisfail import RedisFailure, RedisGuard
+from crawlfleet.service.runtime import every
 
 log = logging.getLogger("crawlfleet.dashboard")
 
@@ -144,16 +145,18 @@ class Dashboard:
         self.last_sample = time.time()
 
     async def run_sampler(self) -> None:
-        """Forever: one queue sample per spider and interval; Redis errors are logged, not fatal."""
-        while True:
-            try:
-                await run_in_threadpool(self.sample_once)
-                self.sample_error = None
-            except REDIS_ERRORS as exc:
-                if self.sample_error is None:
-                    log.warning("sampler: Redis unreachable at %s: %s", self.where, exc)
-                self.sample_error = str(exc)
-            await asyncio.sleep(self.settings.sample_interval)
+        """Forever (until cancelled): one queue sample per spider and interval."""
+        await every(self.settings.sample_interval, self.sample_logged, asyncio.Event())
+
+    async def sample_logged(self) -> None:
+        """One round of samples; a Redis error is logged once per outage, not fatal."""
+        try:
+            await run_in_threadpool(self.sample_once)
+            self.sample_error = None
+        except REDIS_ERRORS as exc:
+            if self.sample_error is None:
+                log.warning("sampler: Redis unreachable at %s: %s", self.where, exc)
+            self.sample_error = str(exc)
 
 
 def _authorized(request: Request, key: str) -> bool:

@@ -7,15 +7,16 @@ unreachable at start, port taken). One line on stderr.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import sys
 from collections.abc import Sequence
 
-import uvicorn
+import redis
 
 from crawlfleet.dashboard.app import create_app
-from crawlfleet.dashboard.config import ConfigError, build_parser, resolve
+from crawlfleet.dashboard.config import ConfigError, Settings, build_parser, resolve
 from crawlfleet.redisconn import (
     RedisAuthError,
     RedisConfigError,
@@ -24,72 +25,60 @@ from crawlfleet.redisconn import (
     get_redis,
     mask_url,
 )
-from crawlfleet.service.http import server_options
-from crawlfleet.service.options import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from crawlfleet.service import logs, runtime
+from crawlfleet.service.options import ServiceFailure
 
 PROG = "crawlfleet dashboard"
 REDIS_PARAMS = {"socket_timeout": 10, "socket_connect_timeout": 5, "health_check_interval": 30}
+log = logging.getLogger("crawlfleet.dashboard")
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def connect(settings: Settings) -> redis.Redis:
+    """The checked Redis client: a refused password is bad configuration, an outage a failure."""
     try:
-        sock.bind((host.strip("[]"), port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(128)
-    return sock
+        client = get_redis(settings.redis_url, **REDIS_PARAMS)
+        check_connection(client, settings.redis_url)
+    except RedisConfigError as exc:
+        if isinstance(exc, RedisAuthError | RedisUrlError):
+            raise ConfigError(str(exc)) from None
+        raise ServiceFailure(str(exc)) from None
+    return client
+
+
+async def serve(settings: Settings, client: redis.Redis, sock: socket.socket) -> int:
+    stop = asyncio.Event()
+    runtime.on_stop_signals(stop, log)
+    app = create_app(settings, client)
+    return await runtime.serve(
+        app,
+        sock,
+        stop,
+        lifespan="on",
+        log=log,
+        tls_cert=settings.tls_cert,
+        tls_key=settings.tls_key,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+
+    def work() -> int:
         settings = resolve(args)
-    except ConfigError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="time=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r",
-    )
-    try:
-        client = get_redis(settings.redis_url, **REDIS_PARAMS)
-        check_connection(client, settings.redis_url)
-        sock = _bind(settings.host, settings.port)
-    except RedisConfigError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG if isinstance(exc, RedisAuthError | RedisUrlError) else EXIT_FAILURE
-    except OSError as exc:
-        print(
-            f"{PROG}: error: cannot listen on {settings.host}:{settings.port}: {exc}",
-            file=sys.stderr,
+        logs.setup("kv", settings.log_level)
+        client = connect(settings)
+        sock = runtime.bind(settings.host, settings.port, "--host/DASHBOARD_HOST")
+        log.info(
+            "dashboard on http://%s:%d/ reading %s (API key %s)",
+            settings.host,
+            sock.getsockname()[1],
+            mask_url(settings.redis_url),
+            "required" if settings.api_key else "not set",
+            extra={"event": "start"},
         )
-        return EXIT_FAILURE
-    logging.getLogger("crawlfleet.dashboard").info(
-        "dashboard on http://%s:%d/ reading %s (API key %s)",
-        settings.host,
-        sock.getsockname()[1],
-        mask_url(settings.redis_url),
-        "required" if settings.api_key else "not set",
-    )
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings, client),
-            log_config=None,
-            log_level=settings.log_level,
-            access_log=False,
-            server_header=False,
-            **server_options(),
-        )
-    )
-    try:
-        server.run(sockets=[sock])
-    finally:
-        sock.close()
-    return EXIT_OK
+        return asyncio.run(serve(settings, client, sock))
+
+    return runtime.run(PROG, work)
 
 
 if __name__ == "__main__":

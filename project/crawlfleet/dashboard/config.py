@@ -10,17 +10,25 @@ least, required off loopback unless ``--insecure-no-api-key``; ``--allow-no-api-
 from __future__ import annotations
 
 import argparse
-import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from crawlfleet.clusterview import PoolConfig
-from crawlfleet.redisconn import RedisUrlError, validate_url
-from crawlfleet.service.options import ConfigError, http_url, parse_int
-from crawlfleet.service.secrets import INSECURE_FLAG, ApiKeyNames, api_key, insecure_allowed
+from crawlfleet.redisconn import mask_url
+from crawlfleet.service import options
+from crawlfleet.service.options import (
+    ConfigError,
+    Option,
+    choice,
+    http_url_or_empty,
+    items,
+    number,
+    text,
+)
+from crawlfleet.service.secrets import ApiKeyNames, api_key
 
-__all__ = ["ConfigError", "Settings", "build_parser", "resolve"]
+__all__ = ["OPTIONS", "ConfigError", "Settings", "build_parser", "resolve"]
 DEFAULT_PORT = 8060
 KEY_NAMES = ApiKeyNames(
     "DASHBOARD",
@@ -28,133 +36,149 @@ KEY_NAMES = ApiKeyNames(
     flag_aliases=("--allow-no-api-key",),
 )
 
+OPTIONS: tuple[Option, ...] = (
+    *options.listen_options("DASHBOARD", DEFAULT_PORT, "address to listen on", "port"),
+    *options.tls_options("DASHBOARD"),
+    options.redis_url_option("the hub's Redis"),
+    *KEY_NAMES.options(
+        "API key, sent as `X-API-Key` or as the password of HTTP basic auth; required for a "
+        "non-loopback `--host`"
+    ),
+    Option(
+        "spiders",
+        "--spider",
+        "DASHBOARD_SPIDERS",
+        (),
+        "spiders shown and sampled (comma-separated in the variable; default: every spider found)",
+        items(text),
+        kind="list",
+    ),
+    Option(
+        "sample_interval",
+        "--sample-interval",
+        "DASHBOARD_SAMPLE_INTERVAL",
+        10.0,
+        "seconds between queue-depth samples kept in Redis",
+        number(0.1, 86_400, unit=" seconds"),
+    ),
+    Option(
+        "refresh",
+        "--refresh",
+        "DASHBOARD_REFRESH",
+        2.0,
+        "seconds between the page's updates",
+        number(0.2, 86_400, unit=" seconds"),
+    ),
+    Option(
+        "proxypool_url",
+        "--proxypool-url",
+        "PROXYPOOL_URL",
+        "",
+        "show the proxy pool's size",
+        http_url_or_empty,
+        show=mask_url,
+    ),
+    Option(
+        "proxypool_api_key",
+        None,
+        "PROXYPOOL_API_KEY",
+        None,
+        "the proxy pool's API key",
+        secret=True,
+    ),
+    Option(
+        "accountpool_url",
+        "--accountpool-url",
+        "ACCOUNTPOOL_URL",
+        "",
+        "show the account pool's size",
+        http_url_or_empty,
+        show=mask_url,
+    ),
+    Option(
+        "accountpool_api_key",
+        None,
+        "ACCOUNTPOOL_API_KEY",
+        None,
+        "the account pool's API key",
+        secret=True,
+    ),
+    Option(
+        "accountpool_site",
+        "--accountpool-site",
+        "ACCOUNTPOOL_SITE",
+        "demosite",
+        "site whose tokens are counted",
+        text,
+    ),
+    Option(
+        "log_level",
+        "--log-level",
+        "DASHBOARD_LOG_LEVEL",
+        "info",
+        "debug, info, warning or error (key=value lines on stderr)",
+        choice("debug", "info", "warning", "error"),
+    ),
+)
+
+
+DEFAULTS = options.defaults(OPTIONS)
+
 
 @dataclass(frozen=True)
 class Settings:
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    """The checked settings; every default is its option's (``OPTIONS``)."""
+
+    host: str = DEFAULTS["host"]
+    port: int = DEFAULTS["port"]
+    tls_cert: str = DEFAULTS["tls_cert"]
+    tls_key: str = DEFAULTS["tls_key"]
+    redis_url: str = DEFAULTS["redis_url"]
     api_key: str = ""
     allow_no_api_key: bool = False
-    spiders: tuple[str, ...] = ()
-    sample_interval: float = 10.0
-    refresh: float = 2.0
+    spiders: tuple[str, ...] = DEFAULTS["spiders"]
+    sample_interval: float = DEFAULTS["sample_interval"]
+    refresh: float = DEFAULTS["refresh"]
     pools: PoolConfig = field(default_factory=PoolConfig)
-    log_level: str = "info"
+    log_level: str = DEFAULTS["log_level"]
 
 
 def build_parser(environ: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
-    env = environ.get
-    p = argparse.ArgumentParser(
+    """The command line; values are read (with the environment) by ``resolve``."""
+    parser = argparse.ArgumentParser(
         prog="crawlfleet dashboard",
         description="The operators' dashboard: live crawl status page, JSON API and /metrics.",
     )
-    p.add_argument("--host", default=env("DASHBOARD_HOST", "127.0.0.1"), help="env DASHBOARD_HOST")
-    p.add_argument(
-        "--port", default=env("DASHBOARD_PORT", str(DEFAULT_PORT)), help="env DASHBOARD_PORT"
-    )
-    p.add_argument(
-        "--redis-url", default=env("REDIS_URL", "redis://127.0.0.1:6379/0"), help="env REDIS_URL"
-    )
-    p.add_argument(
-        "--api-key-file",
-        default=env("DASHBOARD_API_KEY_FILE", ""),
-        help="file holding the API key (env DASHBOARD_API_KEY_FILE, or the key in "
-        "DASHBOARD_API_KEY); sent as X-API-Key or as the password of HTTP basic auth",
-    )
-    p.add_argument(
-        INSECURE_FLAG,
-        "--allow-no-api-key",
-        dest="allow_no_api_key",
-        action="store_true",
-        help="listen on a non-loopback address without an API key (env "
-        "DASHBOARD_INSECURE_NO_API_KEY, alias DASHBOARD_ALLOW_NO_API_KEY; not recommended)",
-    )
-    p.add_argument(
-        "--spider",
-        action="append",
-        default=None,
-        help="show only these spiders (repeatable; env DASHBOARD_SPIDERS, comma-separated; "
-        "default: every spider found)",
-    )
-    p.add_argument(
-        "--sample-interval",
-        default=env("DASHBOARD_SAMPLE_INTERVAL", "10"),
-        help="seconds between queue-depth samples kept in Redis (env DASHBOARD_SAMPLE_INTERVAL)",
-    )
-    p.add_argument(
-        "--refresh",
-        default=env("DASHBOARD_REFRESH", "2"),
-        help="seconds between the page's updates (env DASHBOARD_REFRESH)",
-    )
-    p.add_argument(
-        "--proxypool-url",
-        default=env("PROXYPOOL_URL", ""),
-        help="env PROXYPOOL_URL (key in PROXYPOOL_API_KEY)",
-    )
-    p.add_argument(
-        "--accountpool-url",
-        default=env("ACCOUNTPOOL_URL", ""),
-        help="env ACCOUNTPOOL_URL (key in ACCOUNTPOOL_API_KEY)",
-    )
-    p.add_argument(
-        "--accountpool-site",
-        default=env("ACCOUNTPOOL_SITE", "demosite"),
-        help="site whose tokens are counted (env ACCOUNTPOOL_SITE)",
-    )
-    p.add_argument(
-        "--log-level",
-        default=env("DASHBOARD_LOG_LEVEL", "info"),
-        choices=("debug", "info", "warning", "error"),
-        help="env DASHBOARD_LOG_LEVEL",
-    )
-    return p
+    options.add_arguments(parser, OPTIONS)
+    return parser
 
 
-def _seconds(raw: str, flag: str, env: str, low: float) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and low <= value <= 86_400):
-        raise ConfigError(f"{flag} / {env} must be seconds between {low:g} and 86400, got {raw!r}")
-    return value
+def _secret(found: tuple[str, str] | None) -> str:
+    return found[0] if found else ""
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
-    try:
-        port = parse_int(args.port, 1, 65535)
-    except ValueError as exc:
-        raise ConfigError(f"--port / DASHBOARD_PORT {exc}, got {args.port!r}") from None
-    try:
-        redis_url = validate_url(args.redis_url, "--redis-url / REDIS_URL")
-    except RedisUrlError as exc:
-        raise ConfigError(str(exc)) from None
-    spiders: Sequence[str] = args.spider or [
-        s.strip() for s in environ.get("DASHBOARD_SPIDERS", "").split(",") if s.strip()
-    ]
-    allowed = insecure_allowed(KEY_NAMES, bool(args.allow_no_api_key), environ)
-
-    def pool_url(raw: str, names: str) -> str:
-        return http_url(raw, names) if raw else ""
-
+    """``Settings`` from the parsed flags and ``environ``, every value checked."""
+    values = options.resolve(OPTIONS, args, environ)
+    allowed = values["insecure_no_api_key"]
+    options.check_tls(values, "DASHBOARD")
     return Settings(
-        host=args.host,
-        port=port,
-        redis_url=redis_url,
-        api_key=api_key(KEY_NAMES, args.api_key_file, environ, args.host, allowed) or "",
+        host=values["host"],
+        port=values["port"],
+        tls_cert=values["tls_cert"],
+        tls_key=values["tls_key"],
+        redis_url=values["redis_url"],
+        api_key=api_key(KEY_NAMES, values["api_key"], values["host"], allowed) or "",
         allow_no_api_key=allowed,
-        spiders=tuple(spiders),
-        sample_interval=_seconds(
-            args.sample_interval, "--sample-interval", "DASHBOARD_SAMPLE_INTERVAL", 0.1
-        ),
-        refresh=_seconds(args.refresh, "--refresh", "DASHBOARD_REFRESH", 0.2),
+        spiders=values["spiders"],
+        sample_interval=values["sample_interval"],
+        refresh=values["refresh"],
         pools=PoolConfig(
-            proxypool_url=pool_url(args.proxypool_url, "--proxypool-url / PROXYPOOL_URL"),
-            proxypool_api_key=environ.get("PROXYPOOL_API_KEY", ""),
-            accountpool_url=pool_url(args.accountpool_url, "--accountpool-url / ACCOUNTPOOL_URL"),
-            accountpool_api_key=environ.get("ACCOUNTPOOL_API_KEY", ""),
-            accountpool_site=args.accountpool_site,
+            proxypool_url=values["proxypool_url"],
+            proxypool_api_key=_secret(values["proxypool_api_key"]),
+            accountpool_url=values["accountpool_url"],
+            accountpool_api_key=_secret(values["accountpool_api_key"]),
+            accountpool_site=values["accountpool_site"],
         ),
-        log_level=args.log_level,
+        log_level=values["log_level"],
     )

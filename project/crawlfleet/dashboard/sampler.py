@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from crawlfleet import clusterview
+from crawlfleet.frontier.keys import SpiderKeys
 
 # KEYS[1] series. ARGV: min gap (ms), cap, values ("q l a i").
 _APPEND = """
@@ -45,6 +46,6 @@ class QueueSampler:
         values = " ".join(
             str(int(view[name] or 0)) for name in ("queued", "leased", "acked", "items")
         )
-        key = clusterview.queue_series_key(view["spider"])
+        key = SpiderKeys(view["spider"]).ops_queue
         added = self.script(keys=[key], args=[int(self.interval * 800), self.cap, values])
         return bool(int(added))

@@ -33,6 +33,7 @@ from twisted.internet.task import LoopingCall
 
 from crawlfleet import clusterview
 from crawlfleet.frontier.config import redis_from_settings
+from crawlfleet.frontier.keys import SpiderKeys
 
 logger = logging.getLogger(__name__)
 
@@ -142,11 +143,12 @@ class WorkerStats:
         stamp the worker record with the project and release."""
         assert self.crawler.stats is not None
         stats = self.crawler.stats.get_stats()
+        names = SpiderKeys(self.spider)
         keys = [
-            clusterview.series_key(self.spider, self.worker),
-            clusterview.series_workers_key(self.spider),
-            clusterview.scrapy_stats_key(self.spider, self.worker),
-            f"{self.spider}:worker:{self.worker}",
+            names.ops_series(self.worker),
+            names.ops_workers,
+            names.ops_scrapy(self.worker),
+            names.worker(self.worker),
         ]
         args = [
             self.worker,

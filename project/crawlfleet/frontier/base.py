@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.misc import build_from_crawler
+from twisted.internet.task import LoopingCall
 
 from crawlfleet.frontier.config import (
     SCRAPY_DEFAULT_DUPEFILTER,
@@ -43,6 +44,10 @@ logger = logging.getLogger(__name__)
 
 # How often (seconds) an unreachable Redis is reported while the worker keeps retrying.
 ERROR_LOG_INTERVAL = 10.0
+
+
+class NotReplicated(redis.RedisError):
+    """Fewer replicas than SCHEDULER_WAIT_REPLICAS confirmed a write in time."""
 
 
 def build_dupefilter(crawler: Crawler) -> RedisDupeFilter:
@@ -80,7 +85,7 @@ class FrontierScheduler(BaseScheduler):
         self.df = dupefilter
         self.stats = crawler.stats
         self.worker = config.worker_id
-        self.prefix = config.spider
+        self.keys = config.keys
         self.spider: Spider | None = None
         self.codec: RequestCodec | None = None
         self._buffer: deque[Lease] = deque()
@@ -92,6 +97,7 @@ class FrontierScheduler(BaseScheduler):
         self._seed_released = False
         self._idle_since: float | None = None
         self._last_error_log = 0.0
+        self._loops: list[LoopingCall] = []
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -117,6 +123,28 @@ class FrontierScheduler(BaseScheduler):
     @classmethod
     def build(cls, crawler: Crawler, config: FrontierConfig) -> FrontierScheduler:
         """Connect the backend (errors are one-line ``FrontierConfigError``s)."""
+        raise NotImplementedError
+
+    # -- the worker's periodic loops ---------------------------------------------------------
+
+    def _start_loops(self, poll: Callable[[], Any]) -> None:
+        """The heartbeat and the idle poll, started once the worker has joined the crawl."""
+        for interval, func in (
+            (self.config.heartbeat_interval, self._heartbeat),
+            (self.config.idle_poll_interval, poll),
+        ):
+            loop = LoopingCall(func)
+            loop.start(interval, now=False)
+            self._loops.append(loop)
+
+    def _stop_loops(self) -> None:
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        self._loops.clear()
+
+    def _heartbeat(self) -> None:
+        """Renew this worker's leases and read the cluster's status (each backend its own way)."""
         raise NotImplementedError
 
     # -- enqueue ------------------------------------------------------------------------------
@@ -237,6 +265,27 @@ class FrontierScheduler(BaseScheduler):
         nextcall = getattr(slot, "nextcall", None)
         if nextcall is not None:
             nextcall.schedule()
+
+    def _durably(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """Run a write ``script``; with ``SCHEDULER_WAIT_REPLICAS``, also ``WAIT`` for replicas.
+
+        Script and WAIT go in one round trip on one connection (WAIT counts that connection's
+        writes). Too few replicas within ``SCHEDULER_WAIT_TIMEOUT`` raise ``NotReplicated``, a
+        Redis error: the caller keeps the work and retries it, as after any Redis failure.
+        """
+        want = self.config.wait_replicas
+        if not want:
+            return script(keys=keys, args=args)
+        pipe = self.client.pipeline(transaction=False)
+        script(keys=keys, args=args, client=pipe)
+        pipe.wait(want, self.config.wait_timeout_ms)
+        result, acked = pipe.execute()
+        if int(acked) < want:
+            raise NotReplicated(
+                f"{acked} of the {want} replica(s) SCHEDULER_WAIT_REPLICAS asks for took the "
+                f"write within SCHEDULER_WAIT_TIMEOUT ({self.config.wait_timeout_ms} ms)"
+            )
+        return result
 
     def _redis_error(self, what: str, exc: Exception) -> None:
         now = time.monotonic()

@@ -32,10 +32,12 @@ from typing import Any
 import redis
 from scrapy.settings import BaseSettings
 
+from crawlfleet.frontier.keys import BLOOMFILTER_KEY
+
 logger = logging.getLogger(__name__)
 
-# Defaults of BLOOMFILTER_KEY, BLOOMFILTER_CAPACITY and BLOOMFILTER_ERROR_RATE (171 MiB, k = 10).
-DEFAULT_KEY = "%(spider)s:bloomfilter"
+# Defaults of BLOOMFILTER_CAPACITY and BLOOMFILTER_ERROR_RATE (171 MiB, k = 10); the key's is
+# in crawlfleet.frontier.keys.
 DEFAULT_CAPACITY = 100_000_000
 DEFAULT_ERROR_RATE = 0.001
 # Redis strings hold at most 512 MB, i.e. 2^32 bits; SETBIT offsets are < 2^32.
@@ -585,15 +587,9 @@ def _setting(settings: BaseSettings, name: str, kind: type, default: Any = None)
 
 def layout_from_settings(settings: BaseSettings, spider: str) -> BloomLayout:
     """The Bloom filter layout for ``spider`` from the ``BLOOMFILTER_*`` Scrapy settings."""
-    template = settings.get("BLOOMFILTER_KEY") or DEFAULT_KEY
-    try:
-        key = str(template) % {"spider": spider}
-    except (KeyError, ValueError, TypeError) as exc:
-        raise BloomConfigError(
-            f"BLOOMFILTER_KEY must be a key template like {DEFAULT_KEY!r}, got {template!r} ({exc})"
-        ) from None
+    template = settings.get(BLOOMFILTER_KEY.setting) or BLOOMFILTER_KEY.default
     return BloomLayout(
-        key,
+        BLOOMFILTER_KEY.resolve(template, spider, BloomConfigError),
         _setting(settings, "BLOOMFILTER_CAPACITY", int, DEFAULT_CAPACITY),
         _setting(settings, "BLOOMFILTER_ERROR_RATE", float, DEFAULT_ERROR_RATE),
         bit=_setting(settings, "BLOOMFILTER_BIT", int),

@@ -17,7 +17,14 @@ from scrapy import Request
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
-from crawlfleet.redisconn import check_connection, get_redis, mask_url
+from crawlfleet.frontier.keys import (
+    DUPEFILTER_KEY,
+    QUEUE_KEY,
+    START_URLS_KEY,
+    KeySetting,
+    SpiderKeys,
+)
+from crawlfleet.redisconn import SENTINEL_SCHEME, check_connection, get_redis, mask_url
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # socket_timeout bounds how long any frontier call can block the reactor: no retries inside a
@@ -76,6 +83,11 @@ def redis_from_settings(settings: BaseSettings, check: bool = True) -> redis.Red
     return client
 
 
+def default_wait(url: str) -> int:
+    """``SCHEDULER_WAIT_REPLICAS``'s default: 1 through Sentinel (a failover loses no enqueue)."""
+    return 1 if url.startswith(SENTINEL_SCHEME + "://") else 0
+
+
 def _positive(settings: BaseSettings, name: str, default: float) -> float:
     raw = settings.get(name, default)
     try:
@@ -87,17 +99,9 @@ def _positive(settings: BaseSettings, name: str, default: float) -> float:
     return value
 
 
-def _key(settings: BaseSettings, name: str, default: str, spider: str) -> str:
-    template = settings.get(name, default)
-    try:
-        key = str(template) % {"spider": spider, "name": spider}
-    except (KeyError, ValueError, TypeError) as exc:
-        raise FrontierConfigError(
-            f"{name} must be a key template like {default!r}, got {template!r} ({exc})"
-        ) from None
-    if not key:
-        raise FrontierConfigError(f"{name} must not be empty")
-    return key
+def _key(settings: BaseSettings, key: KeySetting, spider: str) -> str:
+    """The name of a renameable key (``SCHEDULER_QUEUE_KEY`` …) for ``spider``."""
+    return key.resolve(settings.get(key.setting), spider, FrontierConfigError)
 
 
 def load_class(name: str, path: Any) -> type:
@@ -174,6 +178,9 @@ class FrontierConfig:
     prefetch: int
     enqueue_batch: bool = False
     seen_cache: int = 100_000
+    # WAIT after each enqueue: replicas that must hold it, and for how long to wait (ms)
+    wait_replicas: int = 0
+    wait_timeout_ms: int = 1000
     worker_id: str = field(default="")
     # what decoded entries may name besides Scrapy's own request classes, and their URL schemes
     request_classes: dict[str, type[Request]] = field(default_factory=dict)
@@ -224,11 +231,9 @@ class FrontierConfig:
         return cls(
             spider=spider,
             url=url,
-            queue_key=_key(settings, "SCHEDULER_QUEUE_KEY", "%(spider)s:requests", spider),
-            dupefilter_key=_key(
-                settings, "SCHEDULER_DUPEFILTER_KEY", "%(spider)s:dupefilter", spider
-            ),
-            start_urls_key=_key(settings, "REDIS_START_URLS_KEY", "%(name)s:start_urls", spider),
+            queue_key=_key(settings, QUEUE_KEY, spider),
+            dupefilter_key=_key(settings, DUPEFILTER_KEY, spider),
+            start_urls_key=_key(settings, START_URLS_KEY, spider),
             start_urls_as_set=settings.getbool("REDIS_START_URLS_AS_SET", False),
             start_urls_batch_size=_positive_int("REDIS_START_URLS_BATCH_SIZE", batch),
             queue_class=queue_class,
@@ -242,10 +247,17 @@ class FrontierConfig:
             prefetch=prefetch,
             enqueue_batch=settings.getbool("SCHEDULER_ENQUEUE_BATCH", False),
             seen_cache=_count_setting(settings, "SCHEDULER_SEEN_CACHE", 100_000),
+            wait_replicas=_count_setting(settings, "SCHEDULER_WAIT_REPLICAS", default_wait(url)),
+            wait_timeout_ms=int(_positive(settings, "SCHEDULER_WAIT_TIMEOUT", 1.0) * 1000),
             worker_id=str(settings.get("SCHEDULER_WORKER_ID") or default_worker_id()),
             request_classes=request_classes_setting(settings),
             url_schemes=url_schemes_setting(settings),
         )
+
+    @property
+    def keys(self) -> SpiderKeys:
+        """The crawl's other key names (the three above may be renamed by settings)."""
+        return SpiderKeys(self.spider)
 
     @property
     def masked_url(self) -> str:

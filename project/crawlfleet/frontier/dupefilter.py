@@ -21,6 +21,7 @@ from scrapy.utils.request import RequestFingerprinterProtocol, referer_str
 
 from crawlfleet.frontier.bloom import LUA_CHECK_AND_ADD as BLOOM_CHECK_AND_ADD
 from crawlfleet.frontier.bloom import BloomFilter, BloomLayout, layout_from_settings
+from crawlfleet.frontier.keys import DUPEFILTER_KEY
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -89,7 +90,7 @@ class RedisDupeFilter(BaseDupeFilter, ABC):
 class SetDupeFilter(RedisDupeFilter):
     """A Redis set of hex request fingerprints, like scrapy-redis's ``RFPDupeFilter``.
 
-    Key: ``SCHEDULER_DUPEFILTER_KEY`` (default ``%(spider)s:dupefilter``); fingerprints come from
+    Key: ``SCHEDULER_DUPEFILTER_KEY`` (default ``<spider>:dupefilter``); fingerprints come from
     Scrapy's ``REQUEST_FINGERPRINTER_CLASS`` (``crawler.request_fingerprinter``).
     """
 
@@ -116,14 +117,8 @@ class SetDupeFilter(RedisDupeFilter):
         from crawlfleet.frontier.config import FrontierConfigError, redis_from_settings
 
         spider = crawler.spider.name if crawler.spider else getattr(crawler.spidercls, "name", "")
-        template = crawler.settings.get("SCHEDULER_DUPEFILTER_KEY", "%(spider)s:dupefilter")
-        try:
-            key = str(template) % {"spider": spider}
-        except (KeyError, ValueError, TypeError) as exc:
-            raise FrontierConfigError(
-                f"SCHEDULER_DUPEFILTER_KEY must be a key template like '%(spider)s:dupefilter', "
-                f"got {template!r} ({exc})"
-            ) from None
+        template = crawler.settings.get(DUPEFILTER_KEY.setting)
+        key = DUPEFILTER_KEY.resolve(template, spider, FrontierConfigError)
         client = redis_from_settings(crawler.settings)
         found = client.type(key)
         if found not in (b"none", b"set", "none", "set"):
@@ -150,7 +145,7 @@ class SetDupeFilter(RedisDupeFilter):
 class BloomDupeFilter(RedisDupeFilter):
     """A Bloom filter of request fingerprints in Redis (:mod:`crawlfleet.frontier.bloom`).
 
-    Key ``BLOOMFILTER_KEY`` (default ``%(spider)s:bloomfilter``), sized by
+    Key ``BLOOMFILTER_KEY`` (default ``<spider>:bloomfilter``), sized by
     ``BLOOMFILTER_CAPACITY`` and ``BLOOMFILTER_ERROR_RATE`` (or scrapy-redis-bloomfilter's
     ``BLOOMFILTER_BIT`` and ``BLOOMFILTER_HASH_NUMBER``). A filtered request counts in
     ``bloomfilter/filtered`` (scrapy-redis-bloomfilter's stat) and ``dupefilter/filtered``.

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
-from twisted.internet.task import LoopingCall
 
 from crawlfleet.frontier import scripts
 from crawlfleet.frontier.base import FrontierScheduler, build_dupefilter
@@ -80,9 +79,9 @@ class Scheduler(FrontierScheduler):
     ) -> None:
         super().__init__(crawler, config, client, dupefilter)
         self.queue = queue
-        self._keys = [config.queue_key, f"{self.prefix}:seq", config.start_urls_key]
+        self._keys = [config.queue_key, self.keys.seq, config.start_urls_key]
         self._args = [
-            self.prefix,
+            self.keys.prefix,
             self.worker,
             # A deadline one heartbeat short of the lease timeout: reapers look once per
             # heartbeat interval, so a silent worker's leases are back within the timeout.
@@ -110,7 +109,6 @@ class Scheduler(FrontierScheduler):
         self._status = ClusterStatus()
         self._enqueued_since_sync = False
         self._last_sync = 0.0
-        self._loops: list[LoopingCall] = []
         self._info = json.dumps(
             {"host": socket.gethostname(), "pid": os.getpid(), "spider": config.spider}
         )
@@ -139,7 +137,7 @@ class Scheduler(FrontierScheduler):
         self._status = ClusterStatus(status)
         self._last_sync = time.monotonic()
         self.client.hset(
-            f"{self.prefix}:frontier",
+            self.keys.frontier,
             mapping={
                 "queue_key": self.config.queue_key,
                 "queue_class": f"{type(self.queue).__module__}.{type(self.queue).__name__}",
@@ -150,17 +148,11 @@ class Scheduler(FrontierScheduler):
             },
         )
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        for interval, func in (
-            (self.config.heartbeat_interval, self._heartbeat),
-            (self.config.idle_poll_interval, self._poke),
-        ):
-            loop = LoopingCall(func)
-            loop.start(interval, now=False)
-            self._loops.append(loop)
+        self._start_loops(self._poke)
         logger.info(
             "Frontier worker %s joined %s at %s: %d queued, %s start requests",
             self.worker,
-            self.prefix,
+            self.config.spider,
             self.config.masked_url,
             self._status.queued,
             "running the" if self._seeding else "skipping the",
@@ -168,17 +160,14 @@ class Scheduler(FrontierScheduler):
         )
 
     def close(self, reason: str) -> None:
-        for loop in self._loops:
-            if loop.running:
-                loop.stop()
-        self._loops.clear()
+        self._stop_loops()
         if self._flush_call is not None and self._flush_call.active():
             self._flush_call.cancel()
         self._collect_finished()
         # Whatever is still buffered or in flight goes back to the queue now, not after a timeout.
         self._sync("release", 0)
         self.df.close(reason)
-        if not self.config.persist and self.client.zcard(f"{self.prefix}:workers") == 0:
+        if not self.config.persist and self.client.zcard(self.keys.workers) == 0:
             self.flush()
 
     def has_pending_requests(self) -> bool:
@@ -209,7 +198,7 @@ class Scheduler(FrontierScheduler):
         for item, _ in self._pending:
             args.extend(item)
         try:
-            results = [int(r) for r in self._enqueue(keys=self._keys, args=args)]
+            results = [int(r) for r in self._durably(self._enqueue, self._keys, args)]
         except redis.RedisError as exc:
             self._redis_error("enqueue", exc)
             return None
@@ -253,7 +242,7 @@ class Scheduler(FrontierScheduler):
         """Forget the queue, the fingerprints and the seeding flag (SCHEDULER_FLUSH_ON_START)."""
         self.queue.clear()
         self.df.clear()
-        self.client.delete(f"{self.prefix}:seeding")
+        self.client.delete(self.keys.seeding)
 
     def _item(self, request: Request, check: tuple[str, bytes]) -> list[Any]:
         """ENQUEUE script arguments: dupefilter key and argument, payload, priority."""
@@ -343,6 +332,22 @@ class Scheduler(FrontierScheduler):
         ):
             self._feed()
         return True
+
+    def _return_orphans(self) -> None:
+        """Give back leases Redis holds for this worker that it does not know.
+
+        A pop's reply or an acknowledgement lost in a failover (the primary died before a
+        replica had it) leaves such leases: this worker's heartbeat would keep them forever.
+        """
+        logger.warning(
+            "Frontier worker %s: Redis holds %d lease(s) this worker does not know (lost in a "
+            "failover?); returning them to the queue",
+            self.worker,
+            self._status.leased_by_me,
+            extra={"spider": self.spider},
+        )
+        if self._sync("release", 0):  # the next round trip registers this worker again
+            self.client.hdel(self.keys.worker(self.worker), "stopped")
 
     def _take(self, popped: list[bytes]) -> None:
         assert self.codec is not None
@@ -439,6 +444,8 @@ class Scheduler(FrontierScheduler):
             raise DontCloseSpider
         if self._status.leased_by_me or self._pending or self._acks or self._dead or self._fails:
             self._idle_since = None
+            if self._status.leased_by_me and not self._inflight:
+                self._return_orphans()
             raise DontCloseSpider
         now = time.monotonic()
         if self._idle_since is None:
@@ -447,6 +454,6 @@ class Scheduler(FrontierScheduler):
             raise DontCloseSpider
         logger.info(
             "Frontier %s: nothing queued or leased anywhere; closing",
-            self.prefix,
+            self.config.spider,
             extra={"spider": spider},
         )

@@ -8,9 +8,10 @@ count, ``ZPOPMIN``), and ``TIME`` inside scripts (effects replication, the defau
 lease deadlines use the Redis server's clock, so workers' clocks may disagree.
 
 Every script receives ``KEYS = {queue, seq, start_urls}`` and
-``ARGV = {prefix, worker, lease_ms, start_urls_is_set, ...}``. Per-worker keys are derived from
-the prefix (``<spider>``); key layout: docs/reference/redis-keys.md. Reaping touches other
-workers' lease keys, so the frontier needs a single Redis (or one Cluster shard), not a cluster.
+``ARGV = {prefix, worker, lease_ms, start_urls_is_set, ...}``. Every other key is derived from
+the prefix (``<spider>``) in one part, ``keys.lua``; key layout: docs/reference/redis-keys.md.
+Reaping touches other workers' lease keys, so the frontier needs a single Redis (or one Cluster
+shard), not a cluster.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def lua(name: str) -> str:
 
 # The Redis server's clock: shared by these scripts and the RabbitMQ backend's coordination.
 NOW_MS = lua("now_ms.lua")
-PRELUDE = lua("prelude.lua")
+# The key names (P, W and every key derived from them): the start of both backends' preludes.
+KEY_NAMES = lua("keys.lua")
+PRELUDE = "\n".join((KEY_NAMES, lua("prelude.lua")))
 
 LEASES = lua("leases.lua")
 

@@ -12,9 +12,9 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from crawlfleet.proxypool import logs
-from crawlfleet.proxypool.service import Service, StartupError
-from crawlfleet.proxypool.settings import ConfigError, Settings, add_arguments, resolve
+from crawlfleet.proxypool.service import Service
+from crawlfleet.proxypool.settings import Settings, add_arguments, resolve
+from crawlfleet.service import logs, runtime
 
 PROG = "crawlfleet proxypool"
 
@@ -48,16 +48,13 @@ async def _run(command: str, settings: Settings) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+
+    def work() -> int:
         settings = resolve(args)
         logs.setup(settings.log_format, settings.log_level)
         return asyncio.run(_run(args.command, settings))
-    except ConfigError as exc:
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except StartupError as exc:
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+
+    return runtime.run(f"{PROG} {args.command}", work)
 
 
 if __name__ == "__main__":

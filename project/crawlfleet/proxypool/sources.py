@@ -19,10 +19,10 @@ from typing import Protocol, runtime_checkable
 
 import httpx
 
-from crawlfleet.proxypool.logs import event
 from crawlfleet.proxypool.proxies import ProxyFormatError, parse_proxy
 from crawlfleet.proxypool.settings import ConfigError, Settings, safe_url
 from crawlfleet.proxypool.store import ProxyStore
+from crawlfleet.service.logs import event
 
 ENTRY_POINT_GROUP = "crawlfleet.proxypool.sources"
 log = logging.getLogger("crawlfleet.proxypool.fetch")

@@ -18,6 +18,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+from crawlfleet.redisconn import get_async_redis
+
 INITIAL_SCORE = 10
 MAX_SCORE = 100
 # Score bands reported by /metrics: (label, min, max), inclusive.
@@ -89,7 +91,7 @@ class AddResult:
 
 def connect(url: str) -> aioredis.Redis:
     """The service's async client: short timeouts and few retries, so a down Redis answers fast."""
-    return aioredis.Redis.from_url(
+    return get_async_redis(
         url,
         decode_responses=True,
         socket_connect_timeout=2,

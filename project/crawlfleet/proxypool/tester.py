@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import httpx
 
-from crawlfleet.proxypool.logs import event
 from crawlfleet.proxypool.proxies import mask_proxy
 from crawlfleet.proxypool.settings import Settings
 from crawlfleet.proxypool.store import ProxyStore
+from crawlfleet.service.logs import event
 
 log = logging.getLogger("crawlfleet.proxypool.test")
 _IP_CANDIDATE = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9A-Fa-f]*:[0-9A-Fa-f:.]+")

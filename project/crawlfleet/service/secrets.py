@@ -13,16 +13,12 @@ account pool and the dashboard:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from crawlfleet.service.options import ConfigError, is_loopback
+from crawlfleet.service.options import ConfigError, Option, boolean, is_loopback, optional_text
 
 MIN_API_KEY_LENGTH = 16
 INSECURE_FLAG = "--insecure-no-api-key"
-TRUE = ("1", "true", "yes", "on")
-FALSE = ("", "0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -45,26 +41,38 @@ class ApiKeyNames:
     def insecure_env(self) -> str:
         return f"{self.prefix}_INSECURE_NO_API_KEY"
 
-
-def read_secret(
-    env_name: str, file_names: str, path: str, environ: Mapping[str, str]
-) -> tuple[str, str] | None:
-    """(secret, where it came from) from ``env_name`` or the file at ``path``; None if neither."""
-    direct = environ.get(env_name, "").strip()
-    if direct and path:
-        raise ConfigError(f"set only one of {env_name} and {file_names}")
-    if direct:
-        return direct, env_name
-    if not path:
-        return None
-    try:
-        text = Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"{file_names}: cannot read {path}: {reason}") from None
-    if not text:
-        raise ConfigError(f"{file_names}: {path} is empty")
-    return text, f"{file_names.partition(' ')[0]} {path}"
+    def options(self, key_help: str) -> tuple[Option, ...]:
+        """The service's API key (a secret), its file and the no-key opt-out, as options."""
+        return (
+            Option(
+                "api_key_file",
+                "--api-key-file",
+                self.file_env,
+                "",
+                f"file holding the API key (instead of {self.env})",
+                optional_text,
+            ),
+            Option(
+                "api_key",
+                "--api-key",
+                self.env,
+                None,
+                f"{key_help}, at least {MIN_API_KEY_LENGTH} characters",
+                secret=True,
+                file="api_key_file",
+            ),
+            Option(
+                "insecure_no_api_key",
+                INSECURE_FLAG,
+                self.insecure_env,
+                False,
+                "allow a non-loopback --host without an API key (not recommended)",
+                boolean,
+                kind="switch",
+                aliases=self.flag_aliases,
+                env_aliases=self.insecure_aliases,
+            ),
+        )
 
 
 def check_api_key(key: str, source: str) -> str:
@@ -75,24 +83,6 @@ def check_api_key(key: str, source: str) -> str:
             "characters (e.g. `openssl rand -hex 16`)"
         )
     return key
-
-
-def parse_switch(raw: str, names: str) -> bool:
-    value = raw.strip().lower()
-    if value in TRUE:
-        return True
-    if value in FALSE:
-        return False
-    raise ConfigError(f"{names} must be true or false (1/0, yes/no, on/off), got {raw[:40]!r}")
-
-
-def insecure_allowed(names: ApiKeyNames, flag: bool, environ: Mapping[str, str]) -> bool:
-    """The opt-out: the flag, or the variable (or one of its aliases) set to true."""
-    allowed = flag
-    for env in (names.insecure_env, *names.insecure_aliases):
-        if env in environ:
-            allowed = parse_switch(environ[env], f"{INSECURE_FLAG} / {env}") or allowed
-    return allowed
 
 
 def require_key_off_loopback(host: str, key: str | None, allowed: bool, names: ApiKeyNames) -> None:
@@ -107,10 +97,13 @@ def require_key_off_loopback(host: str, key: str | None, allowed: bool, names: A
 
 
 def api_key(
-    names: ApiKeyNames, path: str, environ: Mapping[str, str], host: str, allowed: bool
+    names: ApiKeyNames, found: tuple[str, str] | None, host: str, allowed: bool
 ) -> str | None:
-    """The service's checked API key (None when unset), after both rules above."""
-    found = read_secret(names.env, f"--api-key-file / {names.file_env}", path, environ)
+    """The service's checked API key (None when unset), after both rules above.
+
+    ``found`` is what its secret option resolved to (``crawlfleet.service.options``): the key
+    and where it came from, or None.
+    """
     key = check_api_key(*found) if found else None
     require_key_off_loopback(host, key, allowed, names)
     return key

@@ -10,10 +10,8 @@ import logging
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,26 +20,22 @@ from pathlib import Path
 import httpx
 import pytest
 from redis.asyncio import Redis
+from support.net import free_port
+from support.services import start_process, stop_process, wait_healthy, wait_listening
 
 from crawlfleet.accountpool.adapters import SiteAdapter, build_adapter
 from crawlfleet.accountpool.crypto import PasswordBox, generate_key
 from crawlfleet.accountpool.generator import Generator
-from crawlfleet.accountpool.logs import JsonFormatter
 from crawlfleet.accountpool.sites import load_sites
 from crawlfleet.accountpool.store import AccountStore
 from crawlfleet.accountpool.tester import Tester
+from crawlfleet.service.logs import JsonFormatter
 
 # Every password a test gives the pool; none may appear in any captured log line.
 PASSWORDS: set[str] = set()
 SECRET_KEY = generate_key()
 API_KEY = "test-api-key-" + secrets.token_hex(8)
 ADMIN_SECRET = "demo-admin-secret"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _assert_no_password(text: str, where: str) -> None:
@@ -88,7 +82,7 @@ class DemoSite:
     workdir: Path
     accounts: dict[str, str]
     token_ttl: float
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -98,8 +92,8 @@ class DemoSite:
     def start(self) -> None:
         accounts_file = self.workdir / "demo-accounts.txt"
         accounts_file.write_text("".join(f"{u}:{p}\n" for u, p in self.accounts.items()))
-        log = (self.workdir / "demosite.log").open("ab")
-        self.process = subprocess.Popen(
+        log_path = self.workdir / "demosite.log"
+        self.process = start_process(
             [
                 sys.executable,
                 "-m",
@@ -121,23 +115,19 @@ class DemoSite:
                 "--log-level",
                 "warning",
             ],
-            stdout=log,
-            stderr=log,
+            log_path,
         )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, "demosite exited; see demosite.log"
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("demosite did not answer /health within 20 s")
+        wait_healthy(
+            self.process,
+            f"{self.url}/health",
+            log_path,
+            timeout=20,
+            accept=lambda response: response.status_code == 200,
+        )
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
+        if self.process is not None:
+            stop_process(self.process)
 
     def admin(self, path: str, body: dict[str, object] | None = None) -> dict[str, object]:
         headers = {"X-Admin-Secret": ADMIN_SECRET}
@@ -240,8 +230,8 @@ def service_env(**extra: str) -> dict[str, str]:
 @pytest.fixture
 def locked_redis_port(tmp_path: Path) -> Iterator[int]:
     """A redis-server that requires a password (which tests deliberately do not give)."""
-    port = _free_port()
-    process = subprocess.Popen(
+    port = free_port()
+    process = start_process(
         [
             shutil.which("redis-server") or "/usr/bin/redis-server",
             "--port",
@@ -254,19 +244,12 @@ def locked_redis_port(tmp_path: Path) -> Iterator[int]:
             "locked-redis-pass",
             "--dir",
             str(tmp_path),
-            "--logfile",
-            str(tmp_path / "locked-redis.log"),
         ],
+        tmp_path / "locked-redis.log",
     )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
+    wait_listening(process, "127.0.0.1", port, tmp_path / "locked-redis.log")
     yield port
-    process.terminate()
-    process.wait(timeout=10)
+    stop_process(process)
 
 
 @pytest.fixture
@@ -280,12 +263,12 @@ def service_factory(tmp_path: Path) -> Iterator[Callable[..., Service]]:
     services: list[Service] = []
 
     def make(redis_url: str, site_url: str, *args: str, api_key: str | None = API_KEY) -> Service:
-        port = _free_port()
+        port = free_port()
         log_path = tmp_path / f"accountpool-{port}.log"
         env = service_env(REDIS_URL=redis_url)
         if api_key is not None:
             env["ACCOUNTPOOL_API_KEY"] = api_key
-        process = subprocess.Popen(
+        process = start_process(
             [
                 sys.executable,
                 "-m",
@@ -314,25 +297,15 @@ def service_factory(tmp_path: Path) -> Iterator[Callable[..., Service]]:
                 "debug",
                 *args,
             ],
-            stdout=log_path.open("ab"),
-            stderr=subprocess.STDOUT,
+            log_path,
             env=env,
         )
         service = Service(port, process, log_path)
         services.append(service)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert process.poll() is None, f"service exited: {log_path.read_text()}"
-            try:
-                httpx.get(f"{service.url}/health", timeout=1)
-                return service
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("account pool did not answer within 20 s")
+        wait_healthy(process, f"{service.url}/health", log_path, timeout=20)
+        return service
 
     yield make
     for service in services:
-        if service.process.poll() is None:
-            service.process.terminate()
-            service.process.wait(timeout=10)
+        stop_process(service.process)
         _assert_no_password(service.log_path.read_text(), f"the service log {service.log_path}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +19,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from support.net import free_port
+from support.waiting import wait_until
 
 from crawlfleet.accountpool.adapters import (
     CheckResult,
@@ -83,18 +84,13 @@ class SessionSite:
 @pytest.fixture(scope="module")
 def session_site() -> Iterator[tuple[SessionSite, str]]:
     site = SessionSite()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(site.app, host="127.0.0.1", port=port, log_config=None, lifespan="off")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: server.started, "uvicorn to start", timeout=10, interval=0.02)
     yield site, f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=10)

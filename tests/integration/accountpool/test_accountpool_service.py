@@ -7,13 +7,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import redis
+from support.waiting import wait_until
 
 from crawlfleet.accountpool.crypto import generate_key
 
@@ -27,13 +27,6 @@ def cli(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.Complete
         env=env,
         timeout=60,
     )
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def valid_count(service: Any, key: str) -> int:
@@ -68,7 +61,7 @@ def test_import_serve_random_report_metrics(
     assert accounts["user3"] not in imported.stdout + imported.stderr
 
     service = service_factory(redis_url, site.url)
-    wait_for(lambda: valid_count(service, api_key) == 2, "two credentials")
+    wait_until(lambda: valid_count(service, api_key) == 2, "two credentials")
     cmdline = Path(f"/proc/{service.process.pid}/cmdline").read_bytes()
     for secret in (*accounts.values(), secret_key, api_key):
         assert secret.encode() not in cmdline
@@ -93,11 +86,11 @@ def test_import_serve_random_report_metrics(
         json={"accounts": [{"username": "user2", "password": accounts["user2"]}]},
     )
     assert added.json()["added"] == 1
-    wait_for(lambda: valid_count(service, api_key) == 3, "the added account's credential")
+    wait_until(lambda: valid_count(service, api_key) == 3, "the added account's credential")
 
     reported = httpx.post(f"{service.url}/demosite/report", headers=key, json={"token": token})
     assert reported.json()["removed"] is True
-    wait_for(lambda: valid_count(service, api_key) == 3, "a fresh credential after the report")
+    wait_until(lambda: valid_count(service, api_key) == 3, "a fresh credential after the report")
     assert httpx.get(f"{service.url}/demosite/random", headers=key).text != token
 
     metrics = httpx.get(f"{service.url}/metrics").text
@@ -130,7 +123,7 @@ def test_redis_down_then_back(
         cli("import", "demosite", "-", env=env, stdin=f"hank:{accounts['hank']}\n").returncode == 0
     )
     service = service_factory(own_redis.url, site.url)
-    wait_for(lambda: valid_count(service, api_key) == 1, "a credential")
+    wait_until(lambda: valid_count(service, api_key) == 1, "a credential")
 
     own_redis.stop()
     key = {"X-API-Key": api_key}
@@ -139,14 +132,14 @@ def test_redis_down_then_back(
     assert f"Redis unavailable at redis://127.0.0.1:{own_redis.port}/0" in down.json()["error"]
     health = httpx.get(f"{service.url}/health")
     assert health.status_code == 503 and health.json()["redis"]["ok"] is False
-    wait_for(
+    wait_until(
         lambda: any(line.get("event") == "generate_error" for line in service.log_lines()),
         "the generator to log the outage",
     )
     assert service.process.poll() is None  # the service and its loops survive
 
     own_redis.start()
-    wait_for(
+    wait_until(
         lambda: httpx.get(f"{service.url}/demosite/random", headers=key).status_code == 200,
         "recovery after Redis returns",
     )
@@ -261,7 +254,7 @@ def test_generate_loop_stops_cleanly_on_sigterm(
             env=env,
         )
         try:
-            wait_for(lambda: redis_client.hlen("credentials:demosite") == 1, "a login")
+            wait_until(lambda: redis_client.hlen("credentials:demosite") == 1, "a login")
         finally:
             loop.send_signal(signal.SIGTERM)
             assert loop.wait(timeout=10) == 0

@@ -7,15 +7,14 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import redis
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
+from support.sites import QuietHandler, serve_http, url_of
 
 from crawlfleet.frontier.bloom import BloomConfigError
 from crawlfleet.frontier.dupefilter import BloomDupeFilter, RedisDupeFilter
@@ -140,25 +139,12 @@ def test_wrong_password_names_the_url(own_redis) -> None:
 
 @pytest.fixture
 def site() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
-            body = b"<html><body>a page</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(200, b"<html><body>a page</body></html>")
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_http(Handler) as server:
+        yield url_of(server)
 
 
 def crawl(site: str, tmp_path: Path, settings: dict[str, object]) -> dict:

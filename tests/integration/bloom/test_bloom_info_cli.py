@@ -80,3 +80,16 @@ def test_bad_input(redis_url: str, redis_client: redis.Redis, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["bloom-info"])
     assert exit_info.value.code == 2
+
+
+HOSTILE = ["", "bo*k", "book?", "[bk]ook", "a\\b", "bo ok", "a\x1b[31m", "x" * 201]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_spider_names_are_one_line_and_status_2(name: str, redis_url: str, capsys) -> None:
+    # The check every operator command makes (opsargs.check_spider), before reading any key.
+    assert main(["bloom-info", name, "--redis-url", redis_url]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("crawlfleet bloom-info: error: not a spider name: ")
+    assert "\x1b" not in err and len(err) < 200

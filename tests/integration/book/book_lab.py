@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,8 +14,9 @@ from pathlib import Path
 import httpx
 import redis
 from cryptography.fernet import Fernet
-
-from redis_server import free_port
+from support.net import free_port
+from support.services import Service, start_process, wait_listening
+from support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 PROJECT = ROOT / "project"
@@ -27,49 +27,6 @@ ACCOUNT_KEY = "accountpool-test-key-0123456789"
 ADMIN_SECRET = "demosite-admin-secret"
 JWT_SECRET = "demosite-jwt-secret-for-the-book-tests!"
 ACCOUNTS = {"reader1": "pw-one", "reader2": "pw-two", "reader3": "pw-three"}
-
-
-def wait_http(url: str, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process for {url} exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=1.0, trust_env=False).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout} s")
-
-
-@dataclass
-class Service:
-    """A process we can stop and start again with the same command line (same port)."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log: Path
-    health: str
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Service:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
-        wait_http(self.health, proc=self.proc)
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @dataclass
@@ -137,11 +94,8 @@ class Lab:
             service = Service(
                 f"proxy-{source}", argv, self.env(), self.tmp / f"proxy-{source}.log", health
             )
-            with service.log.open("ab") as log:
-                service.proc = subprocess.Popen(
-                    argv, env=service.env, stdout=log, stderr=subprocess.STDOUT
-                )
-            _wait_port(port, service.proc)
+            service.proc = start_process(argv, service.log, env=service.env)
+            wait_listening(service.proc, "127.0.0.1", port, service.log)
             self.services.append(service)
             self.proxy_services.append(service)
             self.proxies.append(f"127.0.0.1:{port}")
@@ -247,8 +201,7 @@ class Lab:
         ]
         for setting in settings:
             argv += ["-s", setting]
-        log = (self.tmp / f"{name}.log").open("ab")
-        proc = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = start_process(argv, self.tmp / f"{name}.log", env=env, cwd=PROJECT)
         return proc, stats
 
     def admin(self, path: str, body: dict[str, object] | None = None) -> dict[str, object]:
@@ -271,29 +224,15 @@ class Lab:
             service.stop()
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process on port {port} exited with {proc.returncode}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port} after 10 s")
-
-
 def _wait_nonempty(url: str, key: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def serves() -> bool:
         try:
             resp = httpx.get(url, headers={"X-API-Key": key}, timeout=2.0, trust_env=False)
-            if resp.status_code == 200 and resp.text.strip():
-                return
         except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} had nothing to serve after {timeout} s")
+            return False
+        return resp.status_code == 200 and bool(resp.text.strip())
+
+    wait_until(serves, f"{url} to have something to serve", timeout=timeout, interval=0.2)
 
 
 def read_stats(path: Path) -> dict[str, object]:
@@ -363,9 +302,5 @@ def export(redis_url: str, out: Path) -> tuple[list[dict[str, object]], str]:
 def wait_items(redis_url: str, count: int, timeout: float = 60.0) -> None:
     """Block until the items stream has at least ``count`` entries."""
     client = redis.Redis.from_url(redis_url)
-    deadline = time.monotonic() + timeout
-    while client.xlen("book:items") < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"fewer than {count} items after {timeout} s")
-        time.sleep(0.05)
+    wait_until(lambda: client.xlen("book:items") >= count, f"{count} items", timeout=timeout)
     client.close()

@@ -68,7 +68,7 @@ def test_bad_flags_exit_2_with_one_line() -> None:
         (["--ban-status", "500"], "--ban-status must be 403 or 429"),
         (["--accounts", "nopassword"], "--accounts: expected user:password"),
         (["--jwt-secret", "short"], "--jwt-secret must be at least 32 bytes"),
-        (["--workers", "0"], "--workers must be >= 1"),
+        (["--workers", "0"], "--workers/DEMOSITE_WORKERS must be an integer between 1 and 64"),
     ):
         proc = subprocess.run(
             [str(BIN / "crawlfleet"), "demosite", *argv], capture_output=True, text=True

@@ -8,10 +8,11 @@ import asyncio
 from typing import Any
 
 import httpx
-from book_lab import ACCOUNT_KEY, PROXY_KEY, Lab, free_port
+from book_lab import ACCOUNT_KEY, PROXY_KEY, Lab
 from scrapy import Request
 from scrapy.http import Response
 from scrapy.utils.test import get_crawler
+from support.net import free_port
 
 from crawlfleet.middlewares import AuthorizationMiddleware, ProxyMiddleware
 

@@ -17,10 +17,8 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote
 
@@ -29,6 +27,7 @@ import pytest
 import scrapy
 from scrapy.utils.test import get_crawler
 from support.net import free_port
+from support.sites import QuietHandler, serve_http, url_of
 from support.waiting import wait_until
 
 from crawlfleet.accountpool.crypto import generate_key
@@ -181,9 +180,9 @@ DOWN = "redis://127.0.0.1:1/0"
         (["dashboard", "--port", "1e3"], {}, ["--port", "must be an integer"]),
         (["dashboard"], {"DASHBOARD_API_KEY": "k"}, ["DASHBOARD_API_KEY", "at least 16"]),
         (["demosite", "--books", "1000000000"], {}, ["--books", "at most 1e+06"]),
-        (["demosite", "--port", "1e3"], {}, ["--port must be an integer"]),
+        (["demosite", "--port", "1e3"], {}, ["--port/DEMOSITE_PORT must be an integer"]),
         (["demosite", "--latency-ms", "1e308"], {}, ["--latency-ms", "at most 60000"]),
-        (["demosite", "--workers", "1000"], {}, ["--workers must be >= 1 and <= 64"]),
+        (["demosite", "--workers", "1000"], {}, ["--workers/DEMOSITE_WORKERS", "between 1 and 64"]),
         (["status", "--redis-url", BAD], {}, ["REDIS_URL (--redis-url)", "Invalid IPv6 URL"]),
         (["status", "--redis-url", DOWN, "--proxypool-url", BAD_POOL], {}, ["--proxypool-url"]),
         (["status", "--redis-url", DOWN, "--interval", "nan"], {}, ["--interval"]),
@@ -229,29 +228,20 @@ def test_proxypool_reads_its_key_from_a_file(
     assert both.returncode == 2 and "set only one of PROXYPOOL_API_KEY" in both.stderr
 
 
-class _EchoKey(BaseHTTPRequestHandler):
+class _EchoKey(QuietHandler):
     """A pool that refuses every request, quoting the key it was sent (raw and URL-quoted)."""
 
     def do_GET(self) -> None:
         sent = self.headers.get("X-API-Key", "")
-        body = f"key {sent!r} refused (as sent: {quote(sent, safe='')})".encode()
-        self.send_response(401)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.reply(
+            401, f"key {sent!r} refused (as sent: {quote(sent, safe='')})".encode(), "text/plain"
+        )
 
 
 @pytest.fixture
 def echo_pool() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoKey)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_http(_EchoKey) as server:
+        yield url_of(server)
 
 
 def test_pool_replies_echoing_the_key_are_masked(

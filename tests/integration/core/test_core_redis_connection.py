@@ -1,10 +1,11 @@
 from pathlib import Path
 
 import pytest
+from support.net import free_port
 
 from crawlfleet.redisconn import RedisConfigError, check_connection, get_redis
 
-from redis_server import free_port, start_redis
+from redis_server import start_redis
 
 
 def test_check_connection_accepts_the_right_password(tmp_path: Path) -> None:

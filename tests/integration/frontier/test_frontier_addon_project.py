@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import redis
-from frontier_support import ROOT, Site
+from support.crawl import ROOT, Site
 
 PROJECT = Path(__file__).with_name("classic_project")
 

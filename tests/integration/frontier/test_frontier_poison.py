@@ -7,8 +7,8 @@ import base64
 import json
 
 import redis
-from frontier_support import Site, frontier_settings
 from scrapy import Request, Spider
+from support.crawl import Site, frontier_settings
 
 from crawlfleet import cli
 from crawlfleet.frontier.leases import Lease, failed_entry

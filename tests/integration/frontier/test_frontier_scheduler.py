@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 import redis
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
+from support.waiting import wait_until
 from twisted.python.failure import Failure
 
 from crawlfleet import cli
@@ -57,6 +57,12 @@ def make_scheduler(redis_url: str) -> Iterator[MakeScheduler]:
         for loop in scheduler._loops:
             if loop.running:
                 loop.stop()
+
+
+def redis_ms(client: redis.Redis) -> int:
+    """The Redis server's clock in milliseconds (the one lease deadlines are written in)."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def drain(scheduler: Scheduler) -> list[Request]:
@@ -177,9 +183,9 @@ def test_two_processes_never_pop_the_same_request(
         )
         for _ in range(2)
     ]
-    deadline = time.monotonic() + 30
-    while int(redis_client.get("test:ready") or 0) < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(
+        lambda: int(redis_client.get("test:ready") or 0) >= 2, "both poppers ready", interval=0.02
+    )
     redis_client.set("test:go", 1)
     outputs = [set(p.communicate(timeout=60)[0].decode().split()) for p in procs]
     assert all(p.returncode == 0 for p in procs)
@@ -232,7 +238,10 @@ def test_dead_worker_leases_are_reaped_once(
         loop.stop()
     reapers = [make_scheduler(**fast) for _ in range(2)]
     assert reapers[0].next_request() is None  # the leases are not free before the deadline
-    time.sleep(0.5)  # < SCHEDULER_LEASE_TIMEOUT: the deadline is one heartbeat shorter
+    deadline = redis_client.zscore("site:workers", dead.worker)
+    assert deadline is not None
+    # Deadlines are on the Redis server's clock (one heartbeat shorter than the lease timeout).
+    wait_until(lambda: redis_ms(redis_client) > deadline, "the dead worker's deadline", timeout=5)
     for reaper in reapers:
         reaper._heartbeat()
     assert int(redis_client.hget("site:stats", "scheduler/requeued")) == 3
@@ -311,7 +320,8 @@ def test_start_urls_are_fed_while_crawling(
         "{broken json",
         "https://e.test/c",
     )
-    time.sleep(0.25)  # SCHEDULER_IDLE_POLL_INTERVAL: the worker looks again (no engine here)
+    # Every SCHEDULER_IDLE_POLL_INTERVAL the worker looks again (no engine here).
+    wait_until(s._should_pop, "the worker's next look", timeout=5, interval=0.01)
     got = drain(s)
     assert sorted(r.url for r in got) == [
         "https://e.test/a",
@@ -389,7 +399,9 @@ def test_wrong_key_types_are_named(redis_url: str, redis_client: redis.Redis) ->
 
 
 def test_unreachable_and_wrong_password_redis(tmp_path: Path) -> None:
-    from redis_server import free_port, start_redis
+    from support.net import free_port
+
+    from redis_server import start_redis
 
     crawler = get_crawler(SiteSpider, {"REDIS_URL": f"redis://:pw@127.0.0.1:{free_port()}/0"})
     crawler.spider = crawler._create_spider()
@@ -450,5 +462,5 @@ def test_pause_hands_out_nothing_and_keeps_leases(
     assert redis_client.hlen(f"site:leases:{s.worker}") == 1  # the prefetched one stays leased
     assert redis_client.zcard("site:requests") == 2  # nothing more was popped
     redis_client.delete("site:paused")
-    time.sleep(0.25)
+    s._heartbeat()  # and of the resume
     assert [r.url[-1] for r in drain(s)] == ["1", "2", "3"]

@@ -3,8 +3,8 @@
 Regression tests for "a spider that defines start_requests() crawls nothing": on Scrapy 2.19 the
 engine no longer calls ``start_requests()``, and the frontier's idle rule then closed the crawl
 within milliseconds. Each style is a real crawl of the loopback link graph by worker subprocesses
-(frontier_crawl.py); the site counts every hit, so "every page exactly once" is checked at the
-source.
+(tests/support/frontier_crawl.py); the site counts every hit, so "every page exactly once" is
+checked at the source.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 import redis
-from frontier_support import Site, Worker, frontier_settings
+from support.crawl import Site, Worker, frontier_settings
 
 STYLES = ["start_urls", "start_urls_many", "start_requests", "start_mixed", "crawlspider", "seeded"]
 

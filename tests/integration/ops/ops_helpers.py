@@ -1,4 +1,4 @@
-"""Helpers of the operator tests: run the real `crawlfleet` CLI, crawl settings, waiting."""
+"""Helpers of the operator tests: run the real `crawlfleet` CLI, crawl settings."""
 
 from __future__ import annotations
 
@@ -12,14 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ops_fixtures
+from support.crawl import frontier_settings
 
 from crawlfleet.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
-# The frontier tests' own helpers (conftest module), loaded by path in ops_fixtures.
-frontier = ops_fixtures.frontier_conftest
-wait_until = frontier.wait_until
 
 EXTENSION = "crawlfleet.extensions.workerstats.WorkerStats"
 
@@ -73,7 +70,7 @@ def cli_process(*args: str, stdin: str | None = None, env: dict[str, str] | None
 
 def crawl_settings(redis_url: str, **extra: object) -> dict[str, object]:
     """Frontier settings of the frontier tests, with per-worker statistics every 0.3 s."""
-    return frontier.frontier_settings(
+    return frontier_settings(
         redis_url,
         EXTENSIONS={EXTENSION: 500},
         WORKERSTATS_INTERVAL=0.3,

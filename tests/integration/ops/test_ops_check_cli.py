@@ -8,7 +8,6 @@ Every run is checked for leaked secrets.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -18,12 +17,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
+from support.net import free_port
+from support.services import Service
 
-from redis_server import RedisServer, free_port, start_redis
+from redis_server import RedisServer, start_redis
 
 ROOT = Path(__file__).resolve().parents[3]
 CRAWLFLEET = str(Path(sys.executable).parent / "crawlfleet")
@@ -35,27 +35,6 @@ ACCOUNT_KEY = "account-key-8e4a61"
 WRONG_KEY = "wrong-key-5d0c77"
 SECRETS = (PASSWORD, WRONG_PASSWORD, PROXY_KEY, ACCOUNT_KEY, WRONG_KEY)
 TIMEOUT = "0.5"
-
-
-def _book_lab() -> Any:
-    """The book tests' helpers: their ``Service`` starts a subprocess and awaits its /health.
-
-    Loaded by path (as ops_fixtures loads the frontier helpers), or reused when the book
-    tests' conftest imported it first.
-    """
-    if "book_lab" in sys.modules:
-        return sys.modules["book_lab"]
-    spec = importlib.util.spec_from_file_location(
-        "book_lab", ROOT / "tests/integration/book/book_lab.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["book_lab"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-Service = _book_lab().Service
 
 
 @dataclass

@@ -7,10 +7,7 @@ from pathlib import Path
 
 import redis
 from ops_helpers import assert_one_line_error, cli, cli_process, crawl_settings
-
-import redis_server
-
-pytest_plugins = ["ops_fixtures"]
+from support.net import free_port
 
 SPIDER = "site"
 
@@ -87,7 +84,7 @@ def test_pause_and_resume_set_and_clear_the_key(site, redis_url: str, start_work
     assert client.exists(f"{SPIDER}:paused") == 0
     assert "was not paused" in cli("resume", SPIDER, "--redis-url", redis_url).out
     assert_one_line_error(cli("pause", "nosuch", "--redis-url", redis_url), 1, "'nosuch'")
-    down = f"redis://127.0.0.1:{redis_server.free_port()}/0"
+    down = f"redis://127.0.0.1:{free_port()}/0"
     assert_one_line_error(cli("resume", SPIDER, "--redis-url", down), 1, "cannot reach Redis")
 
 

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ops_helpers import ROOT, assert_one_line_error, cli, cli_process, crawl_settings, frontier
+from ops_helpers import ROOT, assert_one_line_error, cli, cli_process, crawl_settings
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from support.net import free_port
+from support.services import start_process, stop_process, wait_healthy
+from support.waiting import wait_until
 
 import redis_server
 
-pytest_plugins = ["ops_fixtures"]
-
-wait_until = frontier.wait_until
 KEY = "s3cret-dashboard-key"
 SCREENSHOT = ROOT / "docs" / "dashboard.png"
 
@@ -44,34 +44,24 @@ def start_dashboard(tmp_path: Path) -> Iterator[Callable[..., Dashboard]]:
     started: list[Dashboard] = []
 
     def start(redis_url: str, *extra: str) -> Dashboard:
-        port = redis_server.free_port()
+        port = free_port()
         log = tmp_path / f"dashboard{len(started)}.log"
         env = {**os.environ, "PYTHONPATH": str(ROOT / "project"), "DASHBOARD_API_KEY": KEY}
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "crawlfleet.cli", "dashboard", "--port", str(port),
-                 "--redis-url", redis_url, "--sample-interval", "0.5", "--refresh", "0.5",
-                 *extra],
-                stdout=out, stderr=subprocess.STDOUT, env=env,
-            )  # fmt: skip
+        proc = start_process(
+            [sys.executable, "-m", "crawlfleet.cli", "dashboard", "--port", str(port),
+             "--redis-url", redis_url, "--sample-interval", "0.5", "--refresh", "0.5", *extra],
+            log, env=env,
+        )  # fmt: skip
         dash = Dashboard(proc, port, log)
         started.append(dash)
-
-        def up() -> bool:
-            assert proc.poll() is None, log.read_text()
-            try:
-                return dash.get("/health").status_code in (200, 503)
-            except httpx.HTTPError:
-                return False
-
-        wait_until(up, timeout=30, what="the dashboard to answer")
+        wait_healthy(
+            proc, f"{dash.url}/health", log, accept=lambda answer: answer.status_code in (200, 503)
+        )
         return dash
 
     yield start
     for dash in started:
-        if dash.proc.poll() is None:
-            dash.proc.terminate()
-            dash.proc.wait(timeout=15)
+        stop_process(dash.proc, 15)
 
 
 def _browser(tmp_path: Path) -> webdriver.Chrome:
@@ -202,7 +192,7 @@ def test_bad_configuration_stops_the_service(redis_url: str, tmp_path: Path) -> 
     assert_one_line_error(bad_port, 2, "--port")
     bad_url = cli("dashboard", "--redis-url", "http://nope")
     assert_one_line_error(bad_url, 2, "--redis-url")
-    down = f"redis://127.0.0.1:{redis_server.free_port()}/0"
+    down = f"redis://127.0.0.1:{free_port()}/0"
     assert_one_line_error(cli("dashboard", "--redis-url", down), 1, "cannot reach Redis")
     server = redis_server.start_redis(tmp_path, password="right")
     try:

@@ -7,10 +7,9 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 import redis
 from ops_helpers import assert_one_line_error, cli
-
-pytest_plugins = ["ops_fixtures"]
 
 
 def test_purge_force_deletes_keys_of_unexpected_types(redis_url: str) -> None:
@@ -76,3 +75,42 @@ def test_seed_new_anywhere_and_nothing_a_worker_would_refuse(redis_url: str) -> 
         assert_one_line_error(bad, 2, "not a spider name")
     assert client.llen("adv:start_urls") == 2
     assert not list(client.scan_iter("adv[*]*")) and not client.exists(":start_urls")
+
+
+def test_seed_takes_the_url_schemes_the_workers_take(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SCHEDULER_URL_SCHEMES", raising=False)
+    client = redis.Redis.from_url(redis_url)
+    ftp = "ftp://mirror.test/pub/a"
+    refused = cli("seed", "adv", "--new", "http://h/a", ftp, "--redis-url", redis_url)
+    assert_one_line_error(
+        refused, 2, "argument 2", "not an http:// or https:// URL", "nothing was added"
+    )
+    assert not client.exists("adv:start_urls")
+    done = cli("seed", "adv", "--new", "--schemes", "https,ftp", ftp, "--redis-url", redis_url)
+    assert done.code == 0, done.err
+    refused = cli(
+        "seed", "adv", "--new", "--schemes", "https,ftp", "http://h/b", "--redis-url", redis_url
+    )
+    assert_one_line_error(refused, 2, "argument 1", "not an https:// or ftp:// URL")
+    env = {"SCHEDULER_URL_SCHEMES": "http,https,ftp"}
+    done = cli("seed", "adv", "--new", "http://h/c", ftp, "--redis-url", redis_url, env=env)
+    assert done.code == 0, done.err
+    assert client.lrange("adv:start_urls", 0, -1) == [ftp.encode(), b"http://h/c", ftp.encode()]
+    for schemes, needle in [("", "got ''"), ("HTTP", "got 'HTTP'"), ("http,", "got ''")]:
+        bad = cli(
+            "seed", "adv", "--new", "--schemes", schemes, "http://h/d", "--redis-url", redis_url
+        )
+        assert_one_line_error(bad, 2, "--schemes: SCHEDULER_URL_SCHEMES must list", needle)
+    bad = cli(
+        "seed",
+        "adv",
+        "--new",
+        "http://h/d",
+        "--redis-url",
+        redis_url,
+        env={"SCHEDULER_URL_SCHEMES": "a b"},
+    )
+    assert_one_line_error(bad, 2, "--schemes", "got 'a b'")
+    assert client.llen("adv:start_urls") == 3

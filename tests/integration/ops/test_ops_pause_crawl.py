@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import redis
-from ops_helpers import cli, crawl_settings, wait_until
+from ops_helpers import cli, crawl_settings
+from support.crawl import wait_heartbeats
+from support.waiting import wait_until
 
 from crawlfleet import clusterview
-
-pytest_plugins = ["ops_fixtures"]
 
 SPIDER = "site"
 
@@ -23,12 +21,21 @@ def test_pause_holds_the_crawl_and_resume_finishes_it(site, redis_url: str, star
     workers = [start_worker(site.url, settings, name) for name in ("one", "two")]
     wait_until(lambda: all(len(w.parsed()) >= 3 for w in workers), what="both workers to crawl")
 
-    assert cli("pause", SPIDER, "--redis-url", redis_url).code == 0
-    time.sleep(1.5)  # the flag arrives with the next heartbeat; in-flight requests finish
-    parsed = sum(len(w.parsed()) for w in workers)
-    time.sleep(4)
-    assert sum(len(w.parsed()) for w in workers) == parsed, "workers kept crawling while paused"
     client = redis.Redis.from_url(redis_url)
+    assert cli("pause", SPIDER, "--redis-url", redis_url).code == 0
+    wait_heartbeats(client, 1, workers=2)  # the flag arrives with the next heartbeat
+    parsed = sum(len(w.parsed()) for w in workers)
+
+    def settled() -> bool:  # the requests in flight when the flag arrived are done
+        nonlocal parsed
+        wait_heartbeats(client, 1, workers=2)
+        before, parsed = parsed, sum(len(w.parsed()) for w in workers)
+        return parsed == before
+
+    wait_until(settled, "the requests in flight to finish")
+    # Seven heartbeats of 0.5 s: longer than the 3 s lease timeout.
+    wait_heartbeats(client, 7, workers=2)
+    assert sum(len(w.parsed()) for w in workers) == parsed, "workers kept crawling while paused"
     view = clusterview.spider_snapshot(client, SPIDER)
     assert view["paused"] is True
     assert view["workers_alive"] == 2

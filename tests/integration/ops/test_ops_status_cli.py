@@ -11,14 +11,13 @@ from ops_helpers import (
     cli,
     cli_process,
     crawl_settings,
-    wait_until,
 )
+from support.net import free_port
+from support.waiting import wait_until
 
 from crawlfleet import clusterview
 
 import redis_server
-
-pytest_plugins = ["ops_fixtures"]
 
 SPIDER = "site"
 
@@ -125,7 +124,7 @@ def test_status_errors_are_one_line(redis_url: str, tmp_path: Path) -> None:
     unknown = cli_process("status", "nosuch", "--redis-url", redis_url)
     assert_one_line_error(unknown, 1, "no crawl named 'nosuch'")
 
-    down = f"redis://127.0.0.1:{redis_server.free_port()}/0"
+    down = f"redis://127.0.0.1:{free_port()}/0"
     assert_one_line_error(cli("status", "--redis-url", down), 1, "cannot reach Redis")
 
     server = redis_server.start_redis(tmp_path, password="right")

@@ -18,47 +18,36 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import ssl
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 from proxypool_helpers import (
     EchoSite,
     PoolProcess,
     ProxyFarm,
     echo_handler,
-    free_port_on,
     make_certificate,
-    wait_for_port,
 )
+from support.net import free_port
+from support.services import start_process, stop_process, wait_healthy, wait_listening
+from support.sites import serve_http
 
 API_KEY = "proxypool-test-key-0123"
 
 
 def _serve_echo(certificate: tuple[Path, Path] | None = None) -> Iterator[EchoSite]:
     ref: list[EchoSite] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), echo_handler(ref))
-    server.daemon_threads = True
-    scheme = "http"
+    context = None
     if certificate is not None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(*certificate)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
-        scheme = "https"
-    site = EchoSite(server, scheme)
-    ref.append(site)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield site
-    server.shutdown()
-    server.server_close()
+    with serve_http(echo_handler(ref), tls=context) as server:
+        ref.append(EchoSite(server, "https" if context else "http"))
+        yield ref[0]
 
 
 @pytest.fixture
@@ -84,13 +73,13 @@ def proxy_farm() -> Iterator[ProxyFarm]:
 @pytest.fixture
 def dead_proxy() -> str:
     """A proxy address where nothing listens (the port was free a moment ago)."""
-    return f"http://127.0.0.9:{free_port_on('127.0.0.9')}"
+    return f"http://127.0.0.9:{free_port('127.0.0.9')}"
 
 
 @pytest.fixture
 def tinyproxy(tmp_path: Path) -> Iterator[str]:
     """Debian's tinyproxy on 127.0.0.5 (no Via header, loopback clients only)."""
-    host, port = "127.0.0.5", free_port_on("127.0.0.5")
+    host, port = "127.0.0.5", free_port("127.0.0.5")
     conf = tmp_path / "tinyproxy.conf"
     conf.write_text(
         f"Port {port}\nListen {host}\nBind {host}\nTimeout 10\nMaxClients 20\n"
@@ -98,15 +87,12 @@ def tinyproxy(tmp_path: Path) -> Iterator[str]:
         f'LogFile "{tmp_path / "tinyproxy.log"}"\nPidFile "{tmp_path / "tinyproxy.pid"}"\n'
     )
     binary = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"
-    process = subprocess.Popen(
-        [binary, "-d", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    process = start_process([binary, "-d", "-c", str(conf)], tmp_path / "tinyproxy.out")
     try:
-        wait_for_port(host, port)
+        wait_listening(process, host, port, tmp_path / "tinyproxy.log")
         yield f"http://{host}:{port}"
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop_process(process)
 
 
 @pytest.fixture
@@ -115,7 +101,7 @@ def pool_service(tmp_path: Path) -> Iterator[Callable[..., PoolProcess]]:
     started: list[PoolProcess] = []
 
     def start(*args: str, command: str = "serve") -> PoolProcess:
-        port = free_port_on("127.0.0.1")
+        port = free_port("127.0.0.1")
         log_path = tmp_path / f"pool-{len(started)}.log"
         # The operator's entry point: `crawlfleet proxypool ...` from the venv.
         argv = [str(Path(sys.executable).parent / "crawlfleet"), "proxypool", command, *args]
@@ -127,28 +113,13 @@ def pool_service(tmp_path: Path) -> Iterator[Callable[..., PoolProcess]]:
             if not k.startswith("PROXYPOOL_") and k != "REDIS_URL"
         }
         clean_env["PROXYPOOL_API_KEY"] = API_KEY
-        with log_path.open("wb") as log_file:
-            process = subprocess.Popen(
-                argv, stdout=log_file, stderr=subprocess.STDOUT, env=clean_env
-            )
+        process = start_process(argv, log_path, env=clean_env)
         pool = PoolProcess(process, port, log_path, API_KEY)
         started.append(pool)
         if command == "serve":
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    raise RuntimeError(f"service exited {process.returncode}: {pool.log()}")
-                try:
-                    httpx.get(f"{pool.url}/health", timeout=2)
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.05)
-            else:
-                raise RuntimeError(f"service did not answer: {pool.log()}")
+            wait_healthy(process, f"{pool.url}/health", log_path, timeout=15)
         return pool
 
     yield start
     for pool in started:
-        if pool.process.poll() is None:
-            pool.process.kill()
-            pool.process.wait(timeout=10)
+        stop_process(pool.process, sig=signal.SIGKILL)

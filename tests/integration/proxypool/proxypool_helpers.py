@@ -17,28 +17,12 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import uvicorn
+from support.sites import QuietHandler, serve_http, url_of
+from support.waiting import wait_until
 
 from crawlfleet.proxypool.api import create_app
 from crawlfleet.proxypool.settings import Settings
 from crawlfleet.proxypool.store import ProxyStore, connect
-
-
-def free_port_on(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(host: str, port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((host, port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout} s")
-
 
 # ---------------------------------------------------------------- echo site
 
@@ -58,10 +42,7 @@ class EchoSite:
 
 
 def echo_handler(site_ref: list[EchoSite]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             site = site_ref[0]
             parts = urlsplit(self.path)
@@ -77,12 +58,7 @@ def echo_handler(site_ref: list[EchoSite]) -> type[BaseHTTPRequestHandler]:
                 for name in ("X-Forwarded-For", "Via", "Forwarded"):
                     if self.headers.get(name):
                         lines.append(f"{name.lower()}: {self.headers[name]}")
-                body = ("\n".join(lines) + "\n").encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(status, ("\n".join(lines) + "\n").encode(), "text/plain")
             finally:
                 with site.lock:
                     site.in_flight -= 1
@@ -275,9 +251,7 @@ def serve_app_in_thread(settings: Settings) -> Iterator[str]:
 
     thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: server.started, "uvicorn to start", timeout=10, interval=0.01)
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
@@ -293,27 +267,13 @@ def serve_app_in_thread(settings: Settings) -> Iterator[str]:
 def list_site(pages: dict[str, tuple[int, str]]) -> Iterator[str]:
     """Serve ``{path: (status, body)}`` on 127.0.0.1; yields the base URL."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             status, text = pages.get(urlsplit(self.path).path, (404, "not found"))
-            body = text.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(status, text.encode(), "text/plain")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_http(Handler) as server:
+        yield url_of(server)
 
 
 # ---------------------------------------------------------------- an HTTPS echo site

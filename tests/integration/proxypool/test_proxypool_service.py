@@ -19,24 +19,16 @@ from proxypool_helpers import (
     EchoSite,
     PoolProcess,
     ProxyFarm,
-    free_port_on,
     list_site,
-    wait_for_port,
 )
+from support.net import free_port
+from support.services import stop_process, wait_listening
+from support.waiting import wait_until
 
 if TYPE_CHECKING:
     from redis_server import RedisServer
 
 StartPool = Callable[..., PoolProcess]
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 15, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def scores(url: str, headers: dict[str, str]) -> dict[str, int]:
@@ -273,7 +265,7 @@ def test_start_up_failures_are_one_line(redis_url: str, tmp_path: Path) -> None:
 
 
 def test_wrong_redis_password_is_a_configuration_error(tmp_path: Path) -> None:
-    port = free_port_on("127.0.0.1")
+    port = free_port()
     server = subprocess.Popen(
         [
             "redis-server",
@@ -291,14 +283,11 @@ def test_wrong_redis_password_is_a_configuration_error(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
     )
     try:
-        wait_for_port("127.0.0.1", port)
+        wait_listening(server, "127.0.0.1", port)
         wrong = f"redis://:wrong@127.0.0.1:{port}/0"
-        done = run_cli(
-            "serve", "--redis-url", wrong, "--no-test", "--port", str(free_port_on("127.0.0.1"))
-        )
+        done = run_cli("serve", "--redis-url", wrong, "--no-test", "--port", str(free_port()))
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop_process(server)
     assert done.returncode == 2
     last = done.stderr.splitlines()[-1]
     assert last.startswith("crawlfleet proxypool serve: error: Redis at redis://:***@127.0.0.1")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import httpx
 import redis
-from proxypool_helpers import free_port_on, list_site
+from proxypool_helpers import list_site
+from support.net import free_port
 
 from crawlfleet.proxypool.sources import (
     FetchCounts,
@@ -59,7 +60,7 @@ def test_every_kind_of_source_with_garbage_and_failures(
 ) -> None:
     proxy_file = tmp_path / "proxies.txt"
     proxy_file.write_text("10.2.0.1:80\nnot-a-proxy\n10.1.0.1:8080\n")
-    dead_url = f"http://127.0.0.1:{free_port_on('127.0.0.1')}/list"
+    dead_url = f"http://127.0.0.1:{free_port()}/list"
     with list_site({"/list": (200, PROVIDER_LIST), "/broken": (500, "oops")}) as site:
         sources: list[ProxySource] = [
             StaticSource(["http://10.3.0.1:3128"]),

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pika
 import pytest
 from scrapy.settings import Settings
+from support.waiting import wait_until
 
 from crawlfleet.frontier.rabbitmq import BrokerConfigError, PriorityQueue
 from crawlfleet.frontier.rabbitmq.client import Delivery
@@ -26,21 +26,19 @@ def make_queue(url: str, name: str, consume: bool = True, **settings: object) ->
 
 
 def committed(queue: PriorityQueue) -> None:
-    deadline = time.monotonic() + 10
-    while queue.client.pending() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert queue.client.pending() == 0
+    wait_until(lambda: queue.client.pending() == 0, "the broker to confirm", 10, 0.01)
 
 
 def take(queue: PriorityQueue, n: int, timeout: float = 10) -> list[Delivery]:
+    """``n`` deliveries, in the order the queue hands them out."""
     got: list[Delivery] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < n and time.monotonic() < deadline:
-        delivery = queue.pop()
-        if delivery is None:
-            time.sleep(0.01)
-        else:
+
+    def enough() -> bool:
+        while len(got) < n and (delivery := queue.pop()) is not None:
             got.append(delivery)
+        return len(got) == n
+
+    wait_until(enough, f"{n} deliveries", timeout, 0.01)
     return got
 
 

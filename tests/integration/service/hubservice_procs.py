@@ -9,15 +9,13 @@ once ``/health`` answers. ``HubService`` knows the process's memory (``rss``/``p
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 from support.net import free_port
-from support.waiting import wait_until
+from support.services import start_process, stop_process, wait_healthy
 
 from crawlfleet.accountpool.crypto import generate_key
 
@@ -68,19 +66,11 @@ class HubService:
         """Highest resident memory since the process started, in bytes."""
         return self._status_kb("VmHWM") * 1024
 
-    def stop(self, timeout: float = 15) -> int | None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                return self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-                raise
-        return self.process.returncode
+    def stop(self, timeout: float = 15) -> int:
+        return stop_process(self.process, timeout)
 
 
-def _argv(kind: str, port: int, redis_url: str) -> list[str]:
+def service_argv(kind: str, port: int, redis_url: str) -> list[str]:
     base = [sys.executable, "-m", "crawlfleet.cli", kind]
     if kind == "proxypool":
         return [*base, "serve", "--port", str(port), "--redis-url", redis_url,
@@ -106,24 +96,7 @@ def start_service(
     if api_key is not None and kind != "demosite":
         env[f"{kind.upper()}_API_KEY"] = api_key
     log_path = tmp / f"{kind}-{port}.log"
-    with log_path.open("wb") as out:
-        process = subprocess.Popen(
-            _argv(kind, port, redis_url), stdout=out, stderr=subprocess.STDOUT, env=env
-        )
+    process = start_process(service_argv(kind, port, redis_url), log_path, env=env)
     service = HubService(kind, process, port, log_path, api_key if kind != "demosite" else None)
-
-    def answers() -> bool:
-        assert process.poll() is None, f"{kind} exited {process.returncode}: {service.log()}"
-        try:
-            httpx.get(f"{service.url}/health", timeout=2, trust_env=False)
-        except httpx.HTTPError:
-            return False
-        return True
-
-    try:
-        wait_until(answers, f"{kind} to answer /health", timeout=30)
-    except BaseException:
-        process.kill()
-        process.wait(timeout=10)
-        raise
+    wait_healthy(process, f"{service.url}/health", log_path, timeout=30)
     return service

@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from hubservice_procs import ADMIN_SECRET, HubService, start_service, wait_until
+from hubservice_procs import ADMIN_SECRET, HubService, start_service
+from support.waiting import wait_until
 
 from crawlfleet.service import http as service_http
 

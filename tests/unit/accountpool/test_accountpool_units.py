@@ -7,8 +7,8 @@ import logging
 import sys
 
 from crawlfleet.accountpool.generator import Generator, refresh_time
-from crawlfleet.accountpool.logs import JsonFormatter, KeyValueFormatter
 from crawlfleet.accountpool.store import AccountView, CredentialRecord
+from crawlfleet.service.logs import JsonFormatter, KeyValueFormatter
 
 
 def test_refresh_time_before_expiry_but_not_before_half_life() -> None:
@@ -32,7 +32,7 @@ def test_log_lines_carry_extras_and_errors() -> None:
     line = json.loads(JsonFormatter().format(record))
     assert line["msg"] == "login rejected"
     assert (line["site"], line["user"], line["level"]) == ("demosite", "alice", "warning")
-    assert 'site="demosite"' in KeyValueFormatter().format(record)
+    assert "site=demosite user=alice" in KeyValueFormatter().format(record)  # one kv format
     try:
         raise ValueError("bad")
     except ValueError:

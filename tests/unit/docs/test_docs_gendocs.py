@@ -84,3 +84,20 @@ def test_stale_references_in_code_and_roles(gendocs: ModuleType, tmp_path: Path)
         f"roles/r/defaults/main.yml:2: points to {gone}, which does not exist",
         f"roles/r/defaults/main.yml:3: {outside}",
     ]
+
+
+def test_redis_keys_page_is_generated_from_the_keys_module(gendocs: ModuleType) -> None:
+    from crawlfleet.frontier.keys import KEYS
+
+    name, page = "crawlfleet.frontier.keys.KEYS", "docs/reference/redis-keys.md"
+    assert {("crawlfleet.frontier.keys", "KEYS"): page} == gendocs.KEY_BLOCKS
+    table = gendocs.key_table("crawlfleet.frontier.keys", "KEYS")
+    for doc in KEYS:
+        assert f"| `{doc.pattern()}` |" in table, doc.attribute
+    assert "| `<spider>:requests` | list / sorted set | workers | `SCHEDULER_QUEUE_KEY` |" in table
+    assert "| `<spider>:leases:<worker>` | hash | workers | — |" in table
+    text = (gendocs.ROOT / page).read_text()
+    assert gendocs.fill_blocks(page, text, {name: table}) == text, "run scripts/gendocs.py"
+    drifted = text.replace("| `<spider>:seq` |", "| `<spider>:sequence` |")
+    assert drifted != text
+    assert gendocs.fill_blocks(page, drifted, {name: table}) == text

@@ -6,15 +6,14 @@ import socket
 
 import pytest
 
-from crawlfleet import clusterview
 from crawlfleet.clusterview import (
     PoolConfig,
-    escape_glob,
     parse_samples,
     pool_counts,
     rate_per_minute,
     throughput_series,
 )
+from crawlfleet.frontier.keys import SpiderKeys, escape_glob
 
 
 def samples(*points: tuple[float, float]) -> list[tuple[float, list[float]]]:
@@ -62,9 +61,9 @@ def test_escape_glob(name: str, pattern: str) -> None:
 
 
 def test_key_names() -> None:
-    assert clusterview.paused_key("book") == "book:paused"
-    assert clusterview.series_key("book", "h:1:a") == "book:ops:series:h:1:a"
-    assert clusterview.queue_series_key("book") == "book:ops:queue"
+    assert SpiderKeys("book").paused == "book:paused"
+    assert SpiderKeys("book").ops_series("h:1:a") == "book:ops:series:h:1:a"
+    assert SpiderKeys("book").ops_queue == "book:ops:queue"
 
 
 def test_pools_not_configured_are_left_out_and_errors_never_raise() -> None:

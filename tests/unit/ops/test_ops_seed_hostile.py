@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from crawlfleet.cli import build_parser, main
 from crawlfleet.commands.export import _cell
 from crawlfleet.commands.opsargs import UsageError, check_spider
-from crawlfleet.commands.seed import check_entry
+from crawlfleet.commands.seed import check_entry, policy_for
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,19 @@ def test_seed_refuses_what_a_worker_would_dead_letter(entry: str, why: str) -> N
     with pytest.raises(ValueError, match=why) as excinfo:
         check_entry(entry)
     assert "\n" not in str(excinfo.value)
+
+
+def test_seed_checks_the_schemes_a_worker_with_that_setting_checks() -> None:
+    ftp = policy_for(" https , ftp ")
+    assert ftp.url_schemes == ("https", "ftp")
+    assert check_entry("ftp://h/a", ftp) == "ftp://h/a"
+    assert check_entry('{"url": "ftp://h/b"}', ftp) == '{"url":"ftp://h/b"}'
+    with pytest.raises(
+        ValueError, match=r"not an https:// or ftp:// URL \(SCHEDULER_URL_SCHEMES\)"
+    ):
+        check_entry("http://h/", ftp)
+    with pytest.raises(UsageError, match=r"^--schemes: SCHEDULER_URL_SCHEMES must list .*'FTP'$"):
+        policy_for("https,FTP")
 
 
 def test_seed_keeps_what_a_worker_takes() -> None:
@@ -77,6 +90,8 @@ def test_spider_names_that_address_one_crawl(name: str) -> None:
         ["export", "a*", "-o", "x.csv", "--redis-url", "redis://127.0.0.1:1/0"],
         ["pause", "?", "--redis-url", "redis://127.0.0.1:1/0"],
         ["status", "", "--redis-url", "redis://127.0.0.1:1/0"],
+        ["bloom-info", "a*", "--redis-url", "redis://127.0.0.1:1/0"],
+        ["bloom-info", "", "--key", "bf:%(spider)s", "--redis-url", "redis://127.0.0.1:1/0"],
     ],
 )
 def test_commands_refuse_bad_spider_names_before_connecting(

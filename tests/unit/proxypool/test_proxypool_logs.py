@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from crawlfleet.proxypool import logs
+from crawlfleet.service import logs
 
 
 def emit(fmt: str, capsys: pytest.CaptureFixture[str], **fields: object) -> str:

@@ -70,8 +70,12 @@ def test_environment_then_flag_precedence() -> None:
 @pytest.mark.parametrize(
     ("argv", "env", "message"),
     [
-        (["--port", "0"], {}, "bad --port (or PROXYPOOL_PORT): '0' must be an integer"),
-        ([], {"PROXYPOOL_PORT": "http"}, "bad PROXYPOOL_PORT (or --port): 'http'"),
+        (["--port", "0"], {}, "--port/PROXYPOOL_PORT must be an integer between 1 and 65535"),
+        (
+            [],
+            {"PROXYPOOL_PORT": "http"},
+            "PROXYPOOL_PORT must be an integer between 1 and 65535, got 'http'",
+        ),
         (["--test-interval", "-1"], {}, "greater than 0"),
         (["--test-interval", "nan"], {}, "greater than 0"),
         ([], {"PROXYPOOL_FETCH_INTERVAL": "soon"}, "PROXYPOOL_FETCH_INTERVAL"),
@@ -155,8 +159,8 @@ def test_unknown_plugin_is_a_config_error() -> None:
     ("argv", "message"),
     [
         (["serve", "--host", "0.0.0.0"], "refusing to listen on non-loopback address '0.0.0.0'"),
-        (["serve", "--port", "70000"], "bad --port"),
-        (["serve", "--redis-url", "http://x"], "bad --redis-url"),
+        (["serve", "--port", "70000"], "--port/PROXYPOOL_PORT must be"),
+        (["serve", "--redis-url", "http://x"], "--redis-url/REDIS_URL must look like redis://"),
         (["serve", "--redis-url", "redis://127.0.0.1:1/0"], "needs --test-url"),
         (["fetch", "--once", "--source-plugin", "missing"], "unknown source plug-in"),
         (["test", "--once"], "needs --test-url"),

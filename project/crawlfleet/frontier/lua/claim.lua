@@ -3,7 +3,7 @@
 local now = now_ms()
 reap(now)
 redis.call('ZADD', WORKERS, now + LEASE_MS, W)
-local wk = P .. ':worker:' .. W
+local wk = worker_of(W)
 redis.call('HSET', wk, 'info', ARGV[5], 'heartbeat', now, 'started', now, 'leases', 0)
 redis.call('PEXPIRE', wk, 86400000)
 local st = cluster()

@@ -5,7 +5,7 @@ local out = {}
 for i = 5, #ARGV, 4 do
   local dkey, darg = ARGV[i], ARGV[i + 1]
   if dkey == '!dead' then
-    redis.call('RPUSH', P .. ':deadletter', darg)
+    redis.call('RPUSH', DEADLETTER, darg)
     out[#out + 1] = 2
   elseif dkey == '' or check_and_add(dkey, darg) == 1 then
     q_push(ARGV[i + 2], ARGV[i + 3])

@@ -12,7 +12,7 @@ for i = 5, #ARGV, 5 do
   if removed == 1 then
     local dkey, darg = ARGV[i + 1], ARGV[i + 2]
     if dkey == '!dead' then
-      redis.call('RPUSH', P .. ':deadletter', darg)
+      redis.call('RPUSH', DEADLETTER, darg)
       res = 2
     elseif dkey == '' or check_and_add(dkey, darg) == 1 then
       q_push(ARGV[i + 3], ARGV[i + 4])

@@ -3,7 +3,7 @@
 local out = {}
 for i = 4, #ARGV, 4 do
   if ARGV[i] == '' or check_and_add(ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('HSET', outbox(W), ARGV[i + 2], ARGV[i + 3])
+    redis.call('HSET', rabbitmq_outbox_of(W), ARGV[i + 2], ARGV[i + 3])
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

@@ -22,7 +22,7 @@ i = i + nack
 local failed = 0
 for j = 1, nfail do
   if redis.call('HDEL', lk, ARGV[i]) == 1 then
-    redis.call('RPUSH', P .. ':failed', ARGV[i + 1])
+    redis.call('RPUSH', FAILED, ARGV[i + 1])
     failed = failed + 1
   end
   i = i + 2
@@ -31,7 +31,7 @@ stat('scheduler/failed', failed)
 local dead = 0
 for j = 1, ndead do
   if redis.call('HDEL', lk, ARGV[i]) == 1 then
-    redis.call('RPUSH', P .. ':deadletter', ARGV[i + 1])
+    redis.call('RPUSH', DEADLETTER, ARGV[i + 1])
     dead = dead + 1
   end
   i = i + 2
@@ -46,17 +46,17 @@ local requeued = 0
 local popped = {}
 if mode == 'beat' then
   requeued = reap(now)
-  local wk = P .. ':worker:' .. W
+  local wk = worker_of(W)
   redis.call('HSET', wk, 'info', ARGV[8], 'heartbeat', now, 'leases', redis.call('HLEN', lk))
   redis.call('PEXPIRE', wk, 86400000)
-  redis.call('PEXPIRE', STATS .. ':' .. W, 86400000)
+  redis.call('PEXPIRE', worker_stats_of(W), 86400000)
 elseif mode == 'release' then
   local n = requeue_all(W)
   stat('scheduler/requeued', n)
   requeued = n
   redis.call('ZREM', WORKERS, W)
   if redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
-  redis.call('HSET', P .. ':worker:' .. W, 'stopped', now, 'leases', 0)
+  redis.call('HSET', worker_of(W), 'stopped', now, 'leases', 0)
 elseif npop > 0 and redis.call('EXISTS', PAUSED) == 0 then
   local got = q_pop(npop)
   local n = #got / 2

@@ -14,10 +14,10 @@ own ``<spider>:seeding``, ``<spider>:paused``, ``<spider>:failed``, ``<spider>:d
 
 from __future__ import annotations
 
-from crawlfleet.frontier.scripts import NOW_MS, lua
+from crawlfleet.frontier.scripts import KEY_NAMES, NOW_MS, lua
 
-# Lua parts in crawlfleet/frontier/lua/rabbitmq_*.lua; the clock is the frontier's own.
-PRELUDE = lua("rabbitmq_prelude.lua")
+# Lua parts in crawlfleet/frontier/lua/rabbitmq_*.lua; the key names and clock are the frontier's.
+PRELUDE = "\n".join((KEY_NAMES, lua("rabbitmq_prelude.lua")))
 
 ENQUEUE = lua("rabbitmq_enqueue.lua")
 

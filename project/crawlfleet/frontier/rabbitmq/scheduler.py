@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
-from twisted.internet.task import LoopingCall
 
 from crawlfleet.frontier.base import ERROR_LOG_INTERVAL, FrontierScheduler, build_dupefilter
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, redis_from_settings
@@ -52,7 +51,7 @@ class Scheduler(FrontierScheduler):
         super().__init__(crawler, config, client, dupefilter)
         self.queue = queue
         self._args = [
-            self.prefix,
+            self.keys.prefix,
             self.worker,
             str(int((config.lease_timeout - config.heartbeat_interval) * 1000)),
         ]
@@ -71,7 +70,6 @@ class Scheduler(FrontierScheduler):
         self._cluster_seeding = ""
         self._paused = False
         self._unsent = 0
-        self._loops: list[LoopingCall] = []
 
     @classmethod
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
@@ -97,21 +95,15 @@ class Scheduler(FrontierScheduler):
         if self.config.flush_on_start:
             # the queue itself was deleted and re-declared when it was opened
             self.df.clear()
-            self.client.delete(f"{self.prefix}:seeding")
+            self.client.delete(self.keys.seeding)
         self.df.open()
         self._sync("claim")
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        for interval, func in (
-            (self.config.heartbeat_interval, self._heartbeat),
-            (self.config.idle_poll_interval, self._poll),
-        ):
-            loop = LoopingCall(func)
-            loop.start(interval, now=False)
-            self._loops.append(loop)
+        self._start_loops(self._poll)
         logger.info(
             "Frontier worker %s joined %s on RabbitMQ %s (queue %r, %d ready), %s start requests",
             self.worker,
-            self.prefix,
+            self.config.spider,
             self.queue.client.masked_url,
             self.queue.key,
             self.queue.client.message_count,
@@ -120,10 +112,7 @@ class Scheduler(FrontierScheduler):
         )
 
     def close(self, reason: str) -> None:
-        for loop in self._loops:
-            if loop.running:
-                loop.stop()
-        self._loops.clear()
+        self._stop_loops()
         self._collect_finished()
         # Failed and dead-letter entries stored in Redis first: their acks then go out below.
         self._sync("sync")
@@ -376,7 +365,7 @@ class Scheduler(FrontierScheduler):
             raise DontCloseSpider
         logger.info(
             "Frontier %s: nothing queued or held anywhere; closing",
-            self.prefix,
+            self.config.spider,
             extra={"spider": spider},
         )
 

@@ -1,13 +1,14 @@
-"""Frontier crawl support: a small link graph served on loopback, and crawl subprocesses.
+"""Crawls for the frontier tests: a small link graph served on loopback (``site``), crawl worker
+subprocesses (``start_worker``, running frontier_crawl.py beside this file) and their settings.
 
-Imported under this unique name (tests/integration/frontier/conftest.py re-exports its fixtures;
-the operator tests load it too).
+The fixtures are registered once, by tests/conftest.py, for every test directory.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -15,13 +16,17 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import redis
+
+from support.services import log_tail, start_process, stop_process
+from support.sites import QuietHandler, serve_http, url_of
+from support.waiting import wait_until
 
 CRAWL_SCRIPT = Path(__file__).with_name("frontier_crawl.py")
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -94,30 +99,18 @@ def _html(links: list[str]) -> bytes:
 def site() -> Iterator[Site]:
     state = Site()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             status, body, delay = state.body(self.path)
             with state.lock:
                 state.hits[self.path] += 1
             if delay:
                 time.sleep(delay)
-            self.send_response(status)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(status, body)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serve_http(Handler) as server:
+        state.url = url_of(server)
+        yield state
 
 
 @dataclass
@@ -139,7 +132,7 @@ class Worker:
             self.proc.kill()
             self.proc.wait()
             raise AssertionError(
-                f"worker still running after {timeout}s; log:\n" + self.log.read_text()[-3000:]
+                f"worker still running after {timeout}s; log:\n" + log_tail(self.log)
             ) from None
 
     def summary(self) -> dict[str, object]:
@@ -179,37 +172,40 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
         out, result = tmp_path / f"{name}{index}.out", tmp_path / f"{name}{index}.json"
         log = tmp_path / f"{name}{index}.log"
         env = {**os.environ, "PYTHONPATH": str(ROOT / "project"), "SITE_PAGES": str(pages)}
-        with log.open("wb") as logf:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(CRAWL_SCRIPT),
-                    site_url,
-                    str(out),
-                    str(result),
-                    json.dumps(settings),
-                    style,
-                ],
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=tmp_path,
-            )
+        argv = [sys.executable, str(CRAWL_SCRIPT), site_url, str(out), str(result)]
+        proc = start_process([*argv, json.dumps(settings), style], log, env=env, cwd=tmp_path)
         worker = Worker(proc, out, result, log)
         workers.append(worker)
         return worker
 
     yield start
     for worker in workers:
-        if worker.proc.poll() is None:
-            worker.proc.kill()
-            worker.proc.wait()
+        stop_process(worker.proc, sig=signal.SIGKILL)
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+def heartbeats(client: redis.Redis, spider: str = "site") -> dict[str, int]:
+    """The last heartbeat (Redis clock, ms) of each worker registered for ``spider``."""
+    workers = [bytes(w).decode() for w in client.zrange(f"{spider}:workers", 0, -1)]
+    return {w: int(client.hget(f"{spider}:worker:{w}", "heartbeat") or 0) for w in workers}
+
+
+def wait_heartbeats(
+    client: redis.Redis, count: int, workers: int, spider: str = "site", timeout: float = 60
+) -> None:
+    """Until each of ``workers`` registered workers has sent ``count`` more heartbeats.
+
+    A test that shows "nothing moves for a while" counts the workers' own heartbeats, so a
+    slow machine stretches the while instead of shortening what the test proves.
+    """
+    last = heartbeats(client, spider)
+    seen = dict.fromkeys(last, 0)
+
+    def enough() -> bool:
+        for worker, beat in heartbeats(client, spider).items():
+            if beat != last.get(worker):
+                last[worker] = beat
+                seen[worker] = seen.get(worker, 0) + 1
+        done = [w for w, n in seen.items() if n >= count]
+        return len(done) >= workers
+
+    wait_until(enough, f"{count} heartbeats of {workers} workers", timeout=timeout, interval=0.02)

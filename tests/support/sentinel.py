@@ -1,0 +1,199 @@
+"""A Redis Sentinel group on loopback for failover tests and benchmarks: one primary, two replicas
+(``replicaof``) and three ``redis-server --sentinel`` processes with quorum 2, a short
+``down-after-milliseconds`` and ``failover-timeout``, every config file in a temporary directory.
+
+``SentinelGroup.url`` is the ``redis+sentinel://`` URL clients use; ``kill_primary`` sends SIGKILL
+to the primary and ``wait_failover`` waits (bounded) until every Sentinel names a new primary that
+answers as one. Nothing here sleeps to wait: every wait polls a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from support.net import free_port
+from support.services import start_process, stop_process, wait_listening
+from support.waiting import wait_until
+
+SERVICE = "crawl"
+PASSWORD = "sentinel-test-pw-0123"
+SENTINEL_PASSWORD = "sentinel-own-pw-4567"
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 4000
+
+
+@dataclass
+class Node:
+    """One redis-server (data node or Sentinel) this group started."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+@dataclass
+class SentinelGroup:
+    """Three data nodes and three Sentinels watching them as ``service``."""
+
+    workdir: Path
+    service: str = SERVICE
+    password: str = PASSWORD
+    sentinel_password: str = SENTINEL_PASSWORD
+    nodes: list[Node] = field(default_factory=list)
+    sentinels: list[Node] = field(default_factory=list)
+
+    def url(self, db: int = 0, service: str | None = None) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return (
+            f"redis+sentinel://:{self.password}@{hosts}/{service or self.service}/{db}"
+            f"?sentinel_password={self.sentinel_password}"
+        )
+
+    def node_client(self, port: int) -> redis.Redis:
+        return redis.Redis(port=port, password=self.password, socket_timeout=2)
+
+    def sentinel_client(self, node: Node) -> redis.Redis:
+        return redis.Redis(port=node.port, password=self.sentinel_password, socket_timeout=2)
+
+    def named_primaries(self) -> set[int | None]:
+        """The primary port each live Sentinel names now (None: it cannot answer)."""
+        named: set[int | None] = set()
+        for sentinel in self.sentinels:
+            if not sentinel.alive():
+                continue
+            try:
+                addr = self.sentinel_client(sentinel).sentinel_get_master_addr_by_name(self.service)
+            except redis.RedisError:
+                named.add(None)
+                continue
+            named.add(int(addr[1]) if addr else None)
+        return named
+
+    def primary_port(self) -> int:
+        ports = self.named_primaries()
+        assert len(ports) == 1 and None not in ports, f"Sentinels disagree: {ports}"
+        return int(next(iter(ports)))  # type: ignore[arg-type]
+
+    def _role(self, port: int) -> str:
+        try:
+            return str(self.node_client(port).info("replication")["role"])
+        except redis.RedisError:
+            return "down"
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Replicas in sync and every Sentinel knowing both replicas and the other Sentinels."""
+        primary = self.nodes[0].port
+
+        def ready() -> bool:
+            info = self.node_client(primary).info("replication")
+            online = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
+            if len(online) != 2 or any(s.get("state") != "online" for s in online):
+                return False
+            for sentinel in self.sentinels:
+                master = self.sentinel_client(sentinel).sentinel_master(self.service)
+                if int(master["num-slaves"]) != 2 or int(master["num-other-sentinels"]) != 2:
+                    return False
+            return True
+
+        wait_until(ready, "the Sentinel group to see its primary, 2 replicas, 3 Sentinels", timeout)
+
+    def kill_primary(self) -> int:
+        """SIGKILL the current primary; its port."""
+        port = self.primary_port()
+        node = next(n for n in self.nodes if n.port == port)
+        node.process.send_signal(signal.SIGKILL)
+        node.process.wait(timeout=10)
+        return port
+
+    def wait_failover(self, old_port: int, timeout: float = 30) -> int:
+        """Until every live Sentinel names one new primary and it answers as a primary."""
+
+        def switched() -> bool:
+            ports = self.named_primaries()
+            if len(ports) != 1 or None in ports or old_port in ports:
+                return False
+            return self._role(int(next(iter(ports)))) == "master"  # type: ignore[arg-type]
+
+        wait_until(switched, f"the Sentinels to promote a replica of :{old_port}", timeout, 0.02)
+        return self.primary_port()
+
+    def stop(self) -> None:
+        for node in [*self.sentinels, *self.nodes]:
+            stop_process(node.process, timeout=5)
+
+
+def _redis_server() -> str:
+    return shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def _start(argv: list[str], workdir: Path, port: int, name: str) -> Node:
+    log = workdir / f"{name}.log"
+    process = start_process(argv, log, cwd=workdir)
+    wait_listening(process, "127.0.0.1", port, log, timeout=10)
+    return Node(port, process, log)
+
+
+def _data_node(group: SentinelGroup, index: int, primary: int | None) -> Node:
+    port = free_port()
+    workdir = group.workdir / f"redis{index}"
+    workdir.mkdir(parents=True)
+    argv = [
+        _redis_server(),
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--dir", str(workdir),
+        "--save", "",
+        "--appendonly", "yes",
+        "--requirepass", group.password,
+        "--masterauth", group.password,
+        "--daemonize", "no",
+    ]  # fmt: skip
+    if primary is not None:
+        argv += ["--replicaof", "127.0.0.1", str(primary)]
+    return _start(argv, workdir, port, "redis")
+
+
+def _sentinel(group: SentinelGroup, index: int, primary: int) -> Node:
+    port = free_port()
+    workdir = group.workdir / f"sentinel{index}"
+    workdir.mkdir(parents=True)
+    config = workdir / "sentinel.conf"
+    name = group.service
+    config.write_text(
+        f"port {port}\n"
+        "bind 127.0.0.1\n"
+        "daemonize no\n"
+        f'dir "{workdir}"\n'
+        f"requirepass {group.sentinel_password}\n"
+        f"sentinel sentinel-pass {group.sentinel_password}\n"
+        f"sentinel monitor {name} 127.0.0.1 {primary} 2\n"
+        f"sentinel auth-pass {name} {group.password}\n"
+        f"sentinel down-after-milliseconds {name} {DOWN_AFTER_MS}\n"
+        f"sentinel failover-timeout {name} {FAILOVER_TIMEOUT_MS}\n"
+        f"sentinel parallel-syncs {name} 1\n"
+    )
+    return _start([_redis_server(), str(config), "--sentinel"], workdir, port, "sentinel")
+
+
+def start_sentinel_group(workdir: Path) -> SentinelGroup:
+    """Start the six processes and wait until the group is ready to fail over."""
+    group = SentinelGroup(workdir)
+    try:
+        group.nodes.append(_data_node(group, 0, None))
+        primary = group.nodes[0].port
+        group.nodes += [_data_node(group, i, primary) for i in (1, 2)]
+        group.sentinels += [_sentinel(group, i, primary) for i in range(3)]
+        group.wait_ready()
+    except BaseException:
+        group.stop()
+        raise
+    return group
