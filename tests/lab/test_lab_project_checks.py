@@ -134,3 +134,17 @@ def test_a_git_src_is_checked_out_at_its_version(build_dir: Path, tmp_path: Path
     assert json.loads(proc.stdout)["linkcrawler"]["spiders"] == ["pages"]
     assert "set version" in one_line(check(build_dir, src=url))
     assert "has no version v9" in one_line(check(build_dir, src=url, version="v9"))
+
+
+def test_an_inventory_that_still_sets_crawler_spiders_is_told_what_replaced_it(lab: Lab) -> None:
+    proc = run(
+        ["ansible-playbook", "ansible/playbooks/crawlers.yml", "-i", "inventory", "-e",
+         json.dumps({"crawler_spiders": ["book"]})],
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "crawler_spiders was replaced by crawler_projects" in proc.stdout
+    counts = recap(proc.stdout)
+    assert set(counts) == {"b", "c"} and all(c["failed"] == 1 for c in counts.values()), counts
+    assert "TASK [crawlfleet_app : Copy the wheelhouse]" not in proc.stdout
