@@ -11,6 +11,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from redis.exceptions import NoPermissionError
+
+from crawlfleet.redisconn import permission_problem
+
 # sub-command -> module whose main(argv) runs it (services have their own flags).
 SERVICES = {
     "proxypool": "crawlfleet.proxypool.cli",
@@ -29,6 +33,8 @@ COMMANDS: list[str] = [
     "pause",
     "purge",
     "check",
+    "acl",
+    "ca",
 ]
 
 
@@ -60,7 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        print(f"crawlfleet {args.command}: error: {exc}", file=sys.stderr)
+        said = str(exc)
+        if isinstance(exc, NoPermissionError):  # an ACL user without the rights for this command
+            said = permission_problem(exc, getattr(args, "redis_url", ""))
+        print(f"crawlfleet {args.command}: error: {said}", file=sys.stderr)
         return 1
 
 

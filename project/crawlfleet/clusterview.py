@@ -379,6 +379,9 @@ def spider_snapshot(
             "id": w,
             "host": info.get("host") if isinstance(info, dict) else None,
             "pid": info.get("pid") if isinstance(info, dict) else None,
+            # Written by the worker stats extension from the crawler role's environment.
+            "project": whash.get("project") or None,
+            "version": whash.get("version") or None,
             "alive": deadline is not None and deadline > now,
             "registered": deadline is not None,
             "heartbeat_age": None if heartbeat is None else round(now - heartbeat / 1000.0, 3),

@@ -17,11 +17,18 @@ Sentinel's own password is the ``sentinel_password`` query parameter. ``get_redi
 ``get_async_redis`` then build a client whose pool asks the Sentinels for the current primary
 on every new connection, so a client follows a failover without a restart (a connection to a
 demoted primary answers READONLY, which redis-py turns into a reconnect).
+
+``rediss://host:port/db?ssl_ca_certs=<CA file>`` is Redis over TLS: the clients always verify
+the server's certificate against that CA (or the system's) and its name against the URL's host
+(``ssl_cert_reqs=required``, ``ssl_check_hostname``), unless the URL itself says otherwise. A
+certificate that does not verify is one line naming the host and the cause (``tls_problem``);
+so is a command the URL's ACL user may not run (``permission_problem``).
 """
 
 from __future__ import annotations
 
 import re
+import ssl
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -389,6 +396,83 @@ def _build(url: str, params: dict[str, Any], build: Any) -> Any:
         raise RedisUrlError(f"invalid REDIS_URL {mask_url(url)!r}: {reason}") from None
 
 
+TLS_DEFAULTS: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+
+
+def _with_tls_defaults(url: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with verification on for a ``rediss://`` URL (the URL's own options still win)."""
+    if url.startswith("rediss://"):
+        return {**TLS_DEFAULTS, **params}
+    return params
+
+
+def url_user(url: str) -> str:
+    """The ACL user redis-py logs in as for ``url`` (``default`` when the URL names none)."""
+    try:
+        if url.startswith(SENTINEL_SCHEME + "://"):
+            return parse_sentinel_url(url).username or "default"
+        return str(parse_url(url).get("username") or "default")
+    except ValueError:
+        return "default"
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _where(url: str) -> str:
+    try:
+        parts = _split(url)
+        default = {"https": 443, "http": 80}.get(parts.scheme, 6379)
+        return f"{parts.hostname}:{parts.port or default}"
+    except ValueError:
+        return "?"
+
+
+def tls_problem(
+    exc: BaseException,
+    url: str,
+    what: str = "Redis",
+    setting: str = "REDIS_URL",
+    ca: str = "ssl_ca_certs",
+) -> str | None:
+    """Why the TLS handshake with ``what`` at ``url`` failed (host and cause, one line naming
+    ``setting`` and the CA setting ``ca``), or None when ``exc`` is no TLS failure."""
+    chain = _exception_chain(exc)
+    where = _where(url)
+    for error in chain:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            said = str(error.verify_message or error.reason or error).rstrip(".")
+            if error.verify_code == 62 or "Hostname mismatch" in said or "IP address" in said:
+                cause = f"its name does not match the URL's host ({said})"
+            elif error.verify_code == 10 or "expired" in said:
+                cause = "it has expired (renew it: crawlfleet ca issue)"
+            elif error.verify_code in (2, 19, 20, 21) or "issuer" in said or "self" in said:
+                cause = f"it is not signed by the CA in {ca} ({said})"
+            else:
+                cause = said
+            return f"the TLS certificate of {what} at {where} does not verify ({setting}): {cause}"
+    for error in chain:
+        if isinstance(error, ssl.SSLError):
+            said = str(error.reason or error).rstrip(".")
+            return f"no TLS session with {what} at {where} ({setting}): {said}"
+    return None
+
+
+def permission_problem(error: BaseException | str, url: str, command: str = "") -> str:
+    """A NOPERM reply (the error or its masked text) as one line: the URL's user, the refusal."""
+    said = str(error).rstrip(".")
+    found = re.search(r"run the '([^']+)' command", said)
+    refused = command or (found.group(1).upper() if found else "")
+    what = f"may not run {refused}" if refused else "may not do this"
+    return f"Redis user {url_user(url)!r} (REDIS_URL) {what}: {said}"
+
+
 def get_redis(url: str, **params: Any) -> redis.Redis:
     """Return the process-wide client for ``url`` (one connection pool per URL and parameters).
 
@@ -401,7 +485,7 @@ def get_redis(url: str, **params: Any) -> redis.Redis:
             target, sentinel_kwargs, primary = _sentinel_parts(url, params)
             manager = redis.sentinel.Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs)
             return manager.master_for(target.service, **primary)
-        return redis.Redis.from_url(url, **params)
+        return redis.Redis.from_url(url, **_with_tls_defaults(url, params))
 
     key = (url, tuple(sorted(params.items())))
     with _lock:
@@ -426,9 +510,10 @@ def get_async_redis(url: str, *, blocking: bool = False, **params: Any) -> aiore
             manager = aiosentinel.Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs)
             pool_class = _BlockingSentinelPool if blocking else aiosentinel.SentinelConnectionPool
             return manager.master_for(target.service, connection_pool_class=pool_class, **primary)
+        options = _with_tls_defaults(url, params)
         if blocking:
-            return aioredis.Redis.from_pool(BlockingConnectionPool.from_url(url, **params))
-        return aioredis.Redis.from_url(url, **params)
+            return aioredis.Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
+        return aioredis.Redis.from_url(url, **options)
 
     built: aioredis.Redis = _build(url, params, build)
     return built
@@ -499,6 +584,8 @@ def check_connection(client: redis.Redis, url: str) -> None:
         raise RedisAuthError(
             f"Redis at {mask_url(url)} rejected the password (REDIS_URL)"
         ) from None
+    except redis.exceptions.NoPermissionError as exc:
+        raise RedisAuthError(permission_problem(exc, url, "PING")) from None
     except redis.ResponseError as exc:
         if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
             raise RedisAuthError(
@@ -506,6 +593,9 @@ def check_connection(client: redis.Redis, url: str) -> None:
             ) from None
         raise
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        tls = tls_problem(exc, url)
+        if tls is not None:
+            raise RedisAuthError(tls) from None  # configuration: a restart would not help
         raise RedisConfigError(
             f"cannot reach Redis at {mask_url(url)} (REDIS_URL): {exc}"
         ) from None

@@ -20,6 +20,7 @@ from labhosts import TIMINGS, Lab, lab_hosts, leftovers, recap, run
 # machine (which changes the inventory) last.
 MODULE_ORDER = [
     "test_lab_inventory_check",
+    "test_lab_project_checks",
     "test_lab_hosts",
     "test_lab_roles",
     "test_lab_privileges",
@@ -27,6 +28,7 @@ MODULE_ORDER = [
     "test_lab_crawl",
     "test_lab_serialization",
     "test_lab_rabbitmq",
+    "test_lab_projects",
     "test_lab_scale_out",
 ]
 

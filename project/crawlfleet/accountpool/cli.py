@@ -174,7 +174,15 @@ async def serve(settings: Settings, run_generator: bool, run_tester: bool) -> in
                 extra={"event": "start", "redis": mask_url(settings.redis_url)},
             )
             runtime.on_stop_signals(stop, log)
-            status = await runtime.serve(create_app(state), sock, stop, loops=loops, log=log)
+            status = await runtime.serve(
+                create_app(state),
+                sock,
+                stop,
+                loops=loops,
+                log=log,
+                tls_cert=settings.tls_cert,
+                tls_key=settings.tls_key,
+            )
     finally:
         await store.redis.aclose()
     log.info("account pool stopped", extra={"event": "stop"})

@@ -178,6 +178,7 @@ API: tuple[Option, ...] = (
     *options.listen_options(
         "ACCOUNTPOOL", DEFAULT_PORT, "address the API listens on", "port the API listens on"
     ),
+    *options.tls_options("ACCOUNTPOOL"),
     *KEY_NAMES.options("key clients send in the X-API-Key header"),
 )
 OPTIONS: tuple[Option, ...] = COMMON + LOOPS + API
@@ -203,6 +204,8 @@ class Settings:
     log_format: str
     host: str = DEFAULTS["host"]
     port: int = DEFAULTS["port"]
+    tls_cert: str = DEFAULTS["tls_cert"]
+    tls_key: str = DEFAULTS["tls_key"]
     api_key: str | None = None
     concurrency: int = DEFAULTS["concurrency"]
     timeout: float = DEFAULTS["timeout"]
@@ -254,6 +257,7 @@ def settings_from_args(
         if values["backoff_max"] < values["backoff_base"]:
             raise ConfigError(f"{_names('backoff_max')} must be >= {_names('backoff_base')}")
     if args.command == "serve":
+        options.check_tls(values, "ACCOUNTPOOL")
         allowed = values.pop("insecure_no_api_key")
         del values["api_key_file"]
         values["api_key"] = api_key(KEY_NAMES, values["api_key"], values["host"], allowed)

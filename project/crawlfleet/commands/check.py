@@ -11,6 +11,11 @@ when a check fails. Each check waits at most ``--timeout`` seconds per network s
 * ``proxypool`` (when PROXYPOOL_URL is set): ``GET /count`` with ``X-API-Key`` answers 200.
 * ``accountpool`` (when ACCOUNTPOOL_URL is set): ``GET /<site>/count`` with its key answers 200.
 
+An ``https://`` pool and a ``rediss://`` Redis are verified as the workers verify them (the
+pools' ``<POOL>_CA_FILE`` or ``CRAWLFLEET_CA_FILE``, the URL's ``ssl_ca_certs``); a certificate
+that does not verify is one line naming the host and the cause (another CA, another name,
+expired), a Redis user without the rights one naming the user and the refused command.
+
 One line per check on stdout (``ok   …`` or ``FAIL … from <this host>: <cause>``), or one JSON
 object with ``--json``. Exit status 0 when every check passes, 1 when one fails, 2 on bad
 usage. Passwords and API keys never appear in the output.
@@ -33,6 +38,8 @@ import httpx
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 
 from crawlfleet.clusterview import PoolConfig
 from crawlfleet.commands.opsargs import (
@@ -42,13 +49,16 @@ from crawlfleet.commands.opsargs import (
     pool_config,
     run_guarded,
 )
+from crawlfleet.middlewares.poolclient import ca_context
 from crawlfleet.redisconn import (
     RedisConfigError,
     get_redis,
     has_credentials,
     mask_secrets,
     mask_url,
+    permission_problem,
     sentinel_problem,
+    tls_problem,
     url_secrets,
 )
 
@@ -162,7 +172,12 @@ def redis_cause(
     """Why the connection, AUTH or PING failed, in words an operator can act on."""
     if isinstance(exc, redis.sentinel.MasterNotFoundError):
         return sentinel_problem(url, timeout)
+    tls = tls_problem(exc, url)
+    if tls is not None:
+        return tls
     text = quote(str(exc), [*secrets, *url_secrets(url)])
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return permission_problem(text, url, "PING")
     if isinstance(exc, redis.AuthenticationError) or any(
         word in text for word in ("NOAUTH", "WRONGPASS")
     ):
@@ -206,6 +221,9 @@ def check_redis(
             "read-only replica: REDIS_URL must name the hub's primary "
             "(the frontier writes on every request)",
         )
+    if isinstance(written, redis.exceptions.NoPermissionError):
+        said = quote(str(written), secrets)
+        return result(False, permission_problem(said, url, f"SET {key}"))
     if isinstance(written, Exception):
         return result(False, f"Redis refuses writes: {quote(str(written), secrets)}")
     problem = eviction_problem(memory)
@@ -325,10 +343,21 @@ def check_pool(
     target = mask_url(spec.count_url)
     start = time.perf_counter()
     headers = {"X-API-Key": spec.api_key} if spec.api_key else {}
+    pool = spec.url_env.removesuffix("_URL")
+    try:
+        # the CA the workers' pool clients verify with (<POOL>_CA_FILE, CRAWLFLEET_CA_FILE)
+        ca_setting, verify = ca_context(BaseSettings(), pool)
+    except NotConfigured as exc:
+        return CheckResult(spec.name, target, False, str(exc), time.perf_counter() - start)
     try:
         # trust_env=False: the hub is reached directly, never through an HTTP(S)_PROXY.
-        response = httpx.get(spec.count_url, headers=headers, timeout=timeout, trust_env=False)
+        response = httpx.get(
+            spec.count_url, headers=headers, timeout=timeout, trust_env=False, verify=verify
+        )
     except httpx.HTTPError as exc:
+        tls = tls_problem(exc, spec.count_url, f"the {spec.what}", spec.url_env, ca_setting)
+        if tls is not None:
+            return CheckResult(spec.name, target, False, tls, time.perf_counter() - start)
         cause = network_cause(
             exc,
             service=f"the {spec.what}",

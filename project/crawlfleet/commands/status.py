@@ -107,8 +107,18 @@ def render_spider(view: dict[str, Any]) -> Group:
 
 def _workers_table(workers: list[dict[str, Any]]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="dim")
-    for column in ("worker", "state", "heartbeat", "leased", "acked", "pages/min", "items/min"):
-        left = column in ("worker", "state")
+    columns = (
+        "worker",
+        "state",
+        "release",
+        "heartbeat",
+        "leased",
+        "acked",
+        "pages/min",
+        "items/min",
+    )
+    for column in columns:
+        left = column in ("worker", "state", "release")
         # Worker ids are what operators grep for: fold them rather than cut them short.
         table.add_column(column, justify="left" if left else "right", overflow="fold")
     for w in workers:
@@ -118,9 +128,11 @@ def _workers_table(workers: list[dict[str, Any]]) -> Table:
             state = Text("late", style="red")
         else:
             state = Text("stopped" if w["stopped"] else "gone", style="dim")
+        release = f"{w['project']} {w['version'] or ''}".strip() if w.get("project") else "-"
         table.add_row(
             w["id"],
             state,
+            release,
             _age(w["heartbeat_age"]),
             _fmt(w["leased"]),
             _fmt(w["acked"]),

@@ -49,7 +49,15 @@ async def serve(settings: Settings, client: redis.Redis, sock: socket.socket) ->
     stop = asyncio.Event()
     runtime.on_stop_signals(stop, log)
     app = create_app(settings, client)
-    return await runtime.serve(app, sock, stop, lifespan="on", log=log)
+    return await runtime.serve(
+        app,
+        sock,
+        stop,
+        lifespan="on",
+        log=log,
+        tls_cert=settings.tls_cert,
+        tls_key=settings.tls_key,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -38,6 +38,7 @@ KEY_NAMES = ApiKeyNames(
 
 OPTIONS: tuple[Option, ...] = (
     *options.listen_options("DASHBOARD", DEFAULT_PORT, "address to listen on", "port"),
+    *options.tls_options("DASHBOARD"),
     options.redis_url_option("the hub's Redis"),
     *KEY_NAMES.options(
         "API key, sent as `X-API-Key` or as the password of HTTP basic auth; required for a "
@@ -130,6 +131,8 @@ class Settings:
 
     host: str = DEFAULTS["host"]
     port: int = DEFAULTS["port"]
+    tls_cert: str = DEFAULTS["tls_cert"]
+    tls_key: str = DEFAULTS["tls_key"]
     redis_url: str = DEFAULTS["redis_url"]
     api_key: str = ""
     allow_no_api_key: bool = False
@@ -158,9 +161,12 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -
     """``Settings`` from the parsed flags and ``environ``, every value checked."""
     values = options.resolve(OPTIONS, args, environ)
     allowed = values["insecure_no_api_key"]
+    options.check_tls(values, "DASHBOARD")
     return Settings(
         host=values["host"],
         port=values["port"],
+        tls_cert=values["tls_cert"],
+        tls_key=values["tls_key"],
         redis_url=values["redis_url"],
         api_key=api_key(KEY_NAMES, values["api_key"], values["host"], allowed) or "",
         allow_no_api_key=allowed,

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from crawlfleet.demosite import linkgraph
 from crawlfleet.demosite.catalogue import Catalogue
 from crawlfleet.demosite.config import CONFIG_ENV, ConfigError, SiteConfig
 from crawlfleet.service.http import GuardPolicy, install_guard, parse_json
@@ -209,6 +210,8 @@ class DemoSite:
             Route("/api/admin/stats", self.admin_stats, methods=["GET", "DELETE"]),
             Route("/api/admin/config", self.admin_config, methods=["GET", "POST"]),
             Route("/api/admin/clock", self.admin_clock, methods=["GET", "POST"]),
+            Route("/pages/", linkgraph.index),
+            Route("/pages/{name}", linkgraph.page),
         ]
         self.app = Starlette(routes=routes)
         install_guard(self.app, GuardPolicy(error=_error, max_body=MAX_BODY))

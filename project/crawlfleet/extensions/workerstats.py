@@ -10,6 +10,10 @@ frontier's Redis appends ``"<ms> <pages> <items>"`` (Redis server time, Scrapy's
 capped to ``WORKERSTATS_HISTORY`` seconds of samples, records the worker in
 ``<spider>:ops:workers`` and replaces ``<spider>:ops:scrapy:<worker>`` with the numeric Scrapy
 stats. The worker id is the frontier scheduler's, so these join the frontier's per-worker keys.
+The project and release the worker runs (``CRAWLFLEET_PROJECT`` and
+``CRAWLFLEET_PROJECT_VERSION`` of its environment, set by the crawler role) go into its frontier
+record ``<spider>:worker:<worker>`` as ``project`` and ``version``, where ``crawlfleet status`` and
+the dashboard read them.
 A Redis failure is logged and skipped: statistics never stop a crawl.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from typing import Any, Self
 
@@ -34,7 +39,8 @@ logger = logging.getLogger(__name__)
 
 _ERROR_LOG_INTERVAL = 30.0
 
-# KEYS: series, registry, scrapy stats. ARGV: worker, pages, items, cap, history ms, k1, v1, …
+# KEYS: series, registry, scrapy stats, worker record. ARGV: worker, pages, items, cap, history ms,
+# project, version, k1, v1, …
 # Keys expire a day after the last write, like the frontier's per-worker keys.
 _WRITE = """
 local t = redis.call('TIME')
@@ -45,9 +51,12 @@ redis.call('PEXPIRE', KEYS[1], 86400000)
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[5]))
 redis.call('PEXPIRE', KEYS[2], 86400000)
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  redis.call('HSET', KEYS[4], 'project', ARGV[6], 'version', ARGV[7])
+end
 redis.call('DEL', KEYS[3])
-if #ARGV > 5 then
-  redis.call('HSET', KEYS[3], unpack(ARGV, 6, #ARGV))
+if #ARGV > 7 then
+  redis.call('HSET', KEYS[3], unpack(ARGV, 8, #ARGV))
   redis.call('PEXPIRE', KEYS[3], 86400000)
 end
 return now
@@ -92,6 +101,9 @@ class WorkerStats:
         self.spider = ""
         self.loop: LoopingCall | None = None
         self._last_error_log = 0.0
+        # What the crawler role's spider environment says this worker runs ("" by hand).
+        self.project = os.environ.get("CRAWLFLEET_PROJECT", "")
+        self.version = os.environ.get("CRAWLFLEET_PROJECT_VERSION", "")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -127,7 +139,8 @@ class WorkerStats:
         self.write()
 
     def write(self) -> bool:
-        """One round trip: append a sample, refresh the registry, replace the Scrapy stats."""
+        """One round trip: append a sample, refresh the registry, replace the Scrapy stats, and
+        stamp the worker record with the project and release."""
         assert self.crawler.stats is not None
         stats = self.crawler.stats.get_stats()
         names = SpiderKeys(self.spider)
@@ -135,6 +148,7 @@ class WorkerStats:
             names.ops_series(self.worker),
             names.ops_workers,
             names.ops_scrapy(self.worker),
+            names.worker(self.worker),
         ]
         args = [
             self.worker,
@@ -142,6 +156,8 @@ class WorkerStats:
             str(int(stats.get("item_scraped_count", 0))),
             str(self.cap),
             str(int(self.history * 1000)),
+            self.project,
+            self.version,
             *numeric_stats(stats),
         ]
         try:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.misc import build_from_crawler
+from twisted.internet.task import LoopingCall
 
 from crawlfleet.frontier.config import (
     SCRAPY_DEFAULT_DUPEFILTER,
@@ -96,6 +97,7 @@ class FrontierScheduler(BaseScheduler):
         self._seed_released = False
         self._idle_since: float | None = None
         self._last_error_log = 0.0
+        self._loops: list[LoopingCall] = []
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -121,6 +123,28 @@ class FrontierScheduler(BaseScheduler):
     @classmethod
     def build(cls, crawler: Crawler, config: FrontierConfig) -> FrontierScheduler:
         """Connect the backend (errors are one-line ``FrontierConfigError``s)."""
+        raise NotImplementedError
+
+    # -- the worker's periodic loops ---------------------------------------------------------
+
+    def _start_loops(self, poll: Callable[[], Any]) -> None:
+        """The heartbeat and the idle poll, started once the worker has joined the crawl."""
+        for interval, func in (
+            (self.config.heartbeat_interval, self._heartbeat),
+            (self.config.idle_poll_interval, poll),
+        ):
+            loop = LoopingCall(func)
+            loop.start(interval, now=False)
+            self._loops.append(loop)
+
+    def _stop_loops(self) -> None:
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        self._loops.clear()
+
+    def _heartbeat(self) -> None:
+        """Renew this worker's leases and read the cluster's status (each backend its own way)."""
         raise NotImplementedError
 
     # -- enqueue ------------------------------------------------------------------------------

@@ -183,6 +183,16 @@ class SpiderKeys:
     def ops_queue(self) -> str:
         return self._key("ops", "queue")
 
+    # -- politeness (crawlfleet.politeness; the prefix is POLITENESS_NAMESPACE, the spider's name
+    # by default, so crawls that share a namespace share their budgets)
+
+    def politeness(self, key: str) -> str:
+        return self._key("politeness", "key", key)
+
+    @property
+    def politeness_index(self) -> str:
+        return self._key("politeness", "index")
+
 
 _FRONTIER_SUFFIX = SpiderKeys("").frontier
 #: SCAN MATCH pattern of the hashes every worker writes at start: how spiders are discovered.
@@ -203,11 +213,12 @@ class KeyDoc:
     writer: str
     meaning: str
     setting: KeySetting | None = None
+    placeholder: str = "<worker>"  # what the method's argument is called in the docs
 
     def pattern(self) -> str:
         """The key with placeholders: ``<spider>:leases:<worker>``."""
         value = getattr(SpiderKeys("<spider>"), self.attribute)
-        return value("<worker>") if callable(value) else str(value)
+        return value(self.placeholder) if callable(value) else str(value)
 
 
 #: Every key of a crawl, in the order of docs/reference/redis-keys.md.
@@ -353,5 +364,22 @@ KEYS: tuple[KeyDoc, ...] = (
         "list",
         "dashboard sampler",
         '`"<ms> <queued> <leased> <acked> <items>"`, one per `--sample-interval`, an hour kept',
+    ),
+    KeyDoc(
+        "politeness",
+        "hash",
+        "workers (`crawlfleet.politeness`)",
+        "the rate budget of one politeness key (`host`, or `host@proxy`; `<spider>` is "
+        "`POLITENESS_NAMESPACE`): `tat` (ms, next free slot), `rate`, `cap` (robots.txt "
+        "Crawl-delay), `cool` (ms, cool-down end), `window`, `oks`, `bans`, `banned` (ms); "
+        "expires a day after its last use",
+        placeholder="<key>",
+    ),
+    KeyDoc(
+        "politeness_index",
+        "sorted set",
+        "workers (`crawlfleet.politeness`)",
+        "state hash (`<spider>:politeness:key:<key>`) → time of its last lease or ban (ms): "
+        "the keys status and the dashboard will show; keys unused for a day are trimmed",
     ),
 )

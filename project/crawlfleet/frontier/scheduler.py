@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
-from twisted.internet.task import LoopingCall
 
 from crawlfleet.frontier import scripts
 from crawlfleet.frontier.base import FrontierScheduler, build_dupefilter
@@ -110,7 +109,6 @@ class Scheduler(FrontierScheduler):
         self._status = ClusterStatus()
         self._enqueued_since_sync = False
         self._last_sync = 0.0
-        self._loops: list[LoopingCall] = []
         self._info = json.dumps(
             {"host": socket.gethostname(), "pid": os.getpid(), "spider": config.spider}
         )
@@ -150,13 +148,7 @@ class Scheduler(FrontierScheduler):
             },
         )
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        for interval, func in (
-            (self.config.heartbeat_interval, self._heartbeat),
-            (self.config.idle_poll_interval, self._poke),
-        ):
-            loop = LoopingCall(func)
-            loop.start(interval, now=False)
-            self._loops.append(loop)
+        self._start_loops(self._poke)
         logger.info(
             "Frontier worker %s joined %s at %s: %d queued, %s start requests",
             self.worker,
@@ -168,10 +160,7 @@ class Scheduler(FrontierScheduler):
         )
 
     def close(self, reason: str) -> None:
-        for loop in self._loops:
-            if loop.running:
-                loop.stop()
-        self._loops.clear()
+        self._stop_loops()
         if self._flush_call is not None and self._flush_call.active():
             self._flush_call.cancel()
         self._collect_finished()

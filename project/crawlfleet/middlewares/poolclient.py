@@ -3,13 +3,20 @@
 Runs on Scrapy's asyncio reactor: every call is awaited on the reactor's own event loop, never
 blocking it. Reports are fire-and-forget tasks: a pool that is down slows nothing down; the
 middleware counts what happened in the crawler's stats under its prefix.
+
+An ``https://`` pool is verified — certificate and host name — against ``<POOL>_CA_FILE``
+(``PROXYPOOL_CA_FILE``, ``ACCOUNTPOOL_CA_FILE``), else ``CRAWLFLEET_CA_FILE`` (the fleet's CA,
+one file for every pool), else the system's CAs. A certificate that does not verify is one line
+naming the pool's host and the cause.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
+import ssl
 from typing import Any
 
 import httpx
@@ -17,6 +24,11 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import is_asyncio_available
+
+from crawlfleet.redisconn import tls_problem
+
+#: The fleet's CA bundle, for every pool whose own ``<POOL>_CA_FILE`` is not set.
+FLEET_CA_SETTING = "CRAWLFLEET_CA_FILE"
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +83,19 @@ class PoolClient:
     """GET text from and POST JSON reports to one pool, with its API key in ``X-API-Key``."""
 
     def __init__(
-        self, base_url: str, api_key: str, timeout: float, stats: StatsCollector, prefix: str
+        self,
+        base_url: str,
+        api_key: str,
+        timeout: float,
+        stats: StatsCollector,
+        prefix: str,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        names: tuple[str, str, str] = ("the pool", "its URL", "its CA file"),
     ) -> None:
         self.base_url = base_url
+        self.verify = verify
+        self.names = names  # (what, URL setting, CA setting) as errors name them
         self.api_key = api_key
         self.timeout = timeout
         self.stats = stats
@@ -87,7 +109,11 @@ class PoolClient:
         if self._client is None:
             headers = {"X-API-Key": self.api_key} if self.api_key else {}
             self._client = httpx.AsyncClient(
-                base_url=self.base_url, headers=headers, timeout=self.timeout, trust_env=False
+                base_url=self.base_url,
+                headers=headers,
+                timeout=self.timeout,
+                trust_env=False,
+                verify=self.verify,
             )
         return self._client
 
@@ -98,6 +124,10 @@ class PoolClient:
             resp = await self.client.get(path, params=params)
         except httpx.HTTPError as exc:
             self.stats.inc_value(f"{self.prefix}/pool/error")
+            tls = tls_problem(exc, self.base_url, *self.names)
+            if tls is not None:
+                self.stats.inc_value(f"{self.prefix}/pool/tls_error")
+                raise PoolUnavailable(tls) from exc
             raise PoolUnavailable(f"{self.base_url}{path}: {type(exc).__name__}: {exc}") from exc
         if resp.status_code != 200:
             self.stats.inc_value(f"{self.prefix}/pool/error")
@@ -142,6 +172,23 @@ class PoolClient:
             self._client = None
 
 
+def ca_context(settings: BaseSettings, pool: str) -> tuple[str, ssl.SSLContext | bool]:
+    """The CA setting in force for ``pool`` and what httpx verifies with (True: the system's).
+
+    ``<POOL>_CA_FILE`` wins over ``CRAWLFLEET_CA_FILE``; each is read from the settings, then the
+    environment. A file that cannot be read is ``NotConfigured`` naming the setting.
+    """
+    for name in (f"{pool}_CA_FILE", FLEET_CA_SETTING):
+        path = settings.get(name) or os.environ.get(name, "")
+        if path:
+            try:
+                return name, ssl.create_default_context(cafile=path)
+            except (OSError, ssl.SSLError) as exc:
+                reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+                raise NotConfigured(f"{name}: cannot use {path} as a CA bundle: {reason}") from None
+    return f"{pool}_CA_FILE", True
+
+
 def pool_from_settings(
     settings: BaseSettings,
     stats: StatsCollector | None,
@@ -163,12 +210,15 @@ def pool_from_settings(
     url = require_url(settings.get(f"{pool}_URL"), f"{pool}_URL")
     require_asyncio(component)
     assert stats is not None
+    ca_setting, verify = ca_context(settings, pool)
     client = PoolClient(
         url,
         settings.get(f"{pool}_API_KEY") or "",
         settings.getfloat(f"{pool}_TIMEOUT", 5.0),
         stats,
         stats_prefix,
+        verify=verify,
+        names=(f"the {pool.lower()}", f"{pool}_URL", ca_setting),
     )
     backoff = Backoff(
         settings.getfloat(f"{pool}_BACKOFF_BASE", 0.5),

@@ -120,7 +120,15 @@ class Service:
             event(log, "started", command="serve", **describe(self.settings))
             app = create_app(self.settings, self.store)
             loops = [self.loop(*cycle) for cycle in cycles]
-            status = await runtime.serve(app, sock, self.stop, loops=loops, log=log)
+            status = await runtime.serve(
+                app,
+                sock,
+                self.stop,
+                loops=loops,
+                log=log,
+                tls_cert=self.settings.tls_cert,
+                tls_key=self.settings.tls_key,
+            )
         finally:
             sock.close()
             await self.client.aclose()

@@ -83,6 +83,7 @@ OPTIONS: tuple[Option, ...] = (
     *options.listen_options(
         "PROXYPOOL", 5555, "address the HTTP API listens on", "port of the HTTP API"
     ),
+    *options.tls_options("PROXYPOOL"),
     options.redis_url_option("Redis holding the pool"),
     Option(
         "redis_key",
@@ -279,6 +280,8 @@ class Settings:
 
     host: str = DEFAULTS["host"]
     port: int = DEFAULTS["port"]
+    tls_cert: str = DEFAULTS["tls_cert"]
+    tls_key: str = DEFAULTS["tls_key"]
     redis_url: str = DEFAULTS["redis_url"]
     redis_key: str = DEFAULTS["redis_key"]
     api_key: str | None = None
@@ -316,6 +319,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def resolve(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Settings:
     """Build ``Settings`` from parsed flags and the environment, checking every value."""
     values = options.resolve(OPTIONS, args, env)
+    options.check_tls(values, "PROXYPOOL")
     values["once"] = bool(getattr(args, "once", False))
     values["api_key"] = api_key(
         KEY_NAMES, values["api_key"], values["host"], values["insecure_no_api_key"]

@@ -34,6 +34,7 @@ import ipaddress
 import math
 import os
 import re
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -244,6 +245,49 @@ def listen_options(prefix: str, port: int, host_help: str, port_help: str) -> tu
         Option("host", "--host", f"{prefix}_HOST", "127.0.0.1", host_help, text),
         Option("port", "--port", f"{prefix}_PORT", port, port_help, integer(1, 65535)),
     )
+
+
+def tls_options(prefix: str) -> tuple[Option, ...]:
+    """``--tls-cert`` / ``<PREFIX>_TLS_CERT`` and ``--tls-key`` / ``<PREFIX>_TLS_KEY``: HTTPS."""
+    return (
+        Option(
+            "tls_cert",
+            "--tls-cert",
+            f"{prefix}_TLS_CERT",
+            "",
+            "PEM certificate to serve HTTPS with (with --tls-key; plain HTTP when both are unset)",
+            optional_text,
+            metavar="FILE",
+        ),
+        Option(
+            "tls_key",
+            "--tls-key",
+            f"{prefix}_TLS_KEY",
+            "",
+            "PEM private key of --tls-cert",
+            optional_text,
+            metavar="FILE",
+        ),
+    )
+
+
+def check_tls(values: Mapping[str, Any], prefix: str) -> None:
+    """Both TLS files or neither, and the pair loads; else one-line ``ConfigError`` naming them."""
+    cert, key = values.get("tls_cert", ""), values.get("tls_key", "")
+    names = f"--tls-cert/{prefix}_TLS_CERT and --tls-key/{prefix}_TLS_KEY"
+    if bool(cert) != bool(key):
+        raise ConfigError(f"{names} go together: set both or neither")
+    if not cert:
+        return
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except ssl.SSLError as exc:
+        said = exc.reason or exc
+        raise ConfigError(
+            f"{names} are not a certificate and its key ({cert}, {key}): {said}"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{names}: cannot read {exc.filename or cert}: {exc.strerror}") from None
 
 
 def defaults(options: Iterable[Option]) -> dict[str, Any]:

@@ -155,9 +155,16 @@ async def serve(
     lifespan: Literal["on", "off"] = "off",
     access_log: bool = False,
     log: logging.Logger | None = None,
+    tls_cert: str = "",
+    tls_key: str = "",
 ) -> int:
-    """Serve ``app`` on ``sock`` with ``loops`` until ``stop``; ``EXIT_OK`` or ``EXIT_FAILURE``."""
-    server = _Server(uvicorn_config(app, lifespan=lifespan, access_log=access_log))
+    """Serve ``app`` on ``sock`` with ``loops`` until ``stop``; ``EXIT_OK`` or ``EXIT_FAILURE``.
+
+    HTTPS when ``tls_cert`` and ``tls_key`` name a certificate and its key (``options.check_tls``
+    has checked them), plain HTTP when both are empty.
+    """
+    tls = {"ssl_certfile": tls_cert, "ssl_keyfile": tls_key} if tls_cert else {}
+    server = _Server(uvicorn_config(app, lifespan=lifespan, access_log=access_log, **tls))
     http = asyncio.create_task(server.serve(sockets=[sock]))
     tasks = [asyncio.ensure_future(loop) for loop in loops]
     stopping = asyncio.create_task(stop.wait())

@@ -65,6 +65,8 @@ LEGACY = [
     (SpiderKeys("book").ops_scrapy(W), "book:ops:scrapy:h:1:a"),
     (SpiderKeys("book").ops_workers, "book:ops:workers"),
     (SpiderKeys("book").ops_queue, "book:ops:queue"),
+    (SpiderKeys("book").politeness("a.example@p:1"), "book:politeness:key:a.example@p:1"),
+    (SpiderKeys("book").politeness_index, "book:politeness:index"),
     (SpiderKeys("book").prefix, "book"),
     (SpiderKeys("a*b").glob, "a\\*b:*"),
 ]

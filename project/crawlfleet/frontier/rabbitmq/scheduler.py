@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
-from twisted.internet.task import LoopingCall
 
 from crawlfleet.frontier.base import ERROR_LOG_INTERVAL, FrontierScheduler, build_dupefilter
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, redis_from_settings
@@ -71,7 +70,6 @@ class Scheduler(FrontierScheduler):
         self._cluster_seeding = ""
         self._paused = False
         self._unsent = 0
-        self._loops: list[LoopingCall] = []
 
     @classmethod
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
@@ -101,13 +99,7 @@ class Scheduler(FrontierScheduler):
         self.df.open()
         self._sync("claim")
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        for interval, func in (
-            (self.config.heartbeat_interval, self._heartbeat),
-            (self.config.idle_poll_interval, self._poll),
-        ):
-            loop = LoopingCall(func)
-            loop.start(interval, now=False)
-            self._loops.append(loop)
+        self._start_loops(self._poll)
         logger.info(
             "Frontier worker %s joined %s on RabbitMQ %s (queue %r, %d ready), %s start requests",
             self.worker,
@@ -120,10 +112,7 @@ class Scheduler(FrontierScheduler):
         )
 
     def close(self, reason: str) -> None:
-        for loop in self._loops:
-            if loop.running:
-                loop.stop()
-        self._loops.clear()
+        self._stop_loops()
         self._collect_finished()
         # Failed and dead-letter entries stored in Redis first: their acks then go out below.
         self._sync("sync")

@@ -1,0 +1,150 @@
+"""Per-role Redis ACL users as data, rendered to ``aclfile`` lines for the redis role.
+
+One user per role — ``crawler``, ``proxypool``, ``accountpool``, ``dashboard``, ``operator`` —
+each limited to the keys and commands that role needs, and ``default`` switched off, so a
+client must name its user in REDIS_URL (``redis://crawler:<password>@hub:6379/0``):
+
+* ``crawler``: every key of the configured spiders (``~<spider>:*``; the frontier's Lua
+  scripts derive all their key names from that prefix and Redis checks them all) and its
+  ``crawlfleet check`` probe key; the data, scripting and transaction commands, ``WAIT`` and
+  ``TIME``; nothing of ``@dangerous`` or ``@admin``, no ``SCRIPT FLUSH``/``KILL``, no
+  ``FUNCTION``. It cannot read the account pool's keys.
+* ``proxypool``: its sorted set and counters (``~proxypool:*``), the same commands.
+* ``accountpool``: ``~accounts:*``, ``~credentials:*`` and ``~accountpool:*``, the same commands.
+* ``dashboard``: reads the spiders' keys (``%R~<spider>:*``) with read commands only; the one
+  key it writes is its own queue-depth series ``<spider>:ops:queue`` (``RPUSH``/``LTRIM``/
+  ``PEXPIRE`` from its sampler script). It cannot change a frontier, pool or account key.
+* ``operator``: every key, every command but ``@dangerous`` (``INFO`` allowed): seed, pause,
+  purge, requeue, export and status.
+
+Passwords are stored as ``#<sha256>``; the clear text never reaches the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from crawlfleet.frontier.keys import SpiderKeys
+
+ROLES = ("crawler", "proxypool", "accountpool", "dashboard", "operator")
+CHECK_KEYS = "crawlfleet:check:*"
+PROXYPOOL_KEYS = ("proxypool:*",)
+ACCOUNTPOOL_KEYS = ("accounts:*", "credentials:*", "accountpool:*")
+# A spider or user name that goes into an ACL line verbatim (no spaces, no glob characters).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+# What a service that owns its keys may run: its data types, scripts, MULTI, WAIT, TIME.
+_DATA_COMMANDS = (
+    "-@all",
+    "+@read",
+    "+@write",
+    "+@scripting",
+    "+@transaction",
+    "+@connection",
+    "+time",
+    "-@dangerous",
+    "-@admin",
+    "-script|flush",
+    "-script|kill",
+    "-function",
+)
+_DASHBOARD_COMMANDS = (
+    "-@all",
+    "+@read",
+    "+@connection",
+    "+time",
+    "+evalsha",
+    "+eval",
+    "+script|load",
+    "+script|exists",
+    "+rpush",
+    "+ltrim",
+    "+pexpire",
+    "-@dangerous",
+)
+_OPERATOR_COMMANDS = ("+@all", "-@dangerous", "+info")
+
+
+class AclError(ValueError):
+    """A role, spider name or password the ACL cannot be rendered with (one line naming it)."""
+
+
+@dataclass(frozen=True)
+class RoleRules:
+    """What one role's Redis user may touch: key patterns and command rules, in ACL syntax."""
+
+    role: str
+    keys: tuple[str, ...]
+    commands: tuple[str, ...]
+
+    def line(self, user: str, password: str) -> str:
+        """The ``aclfile`` line of ``user`` with this role's rules and ``password`` hashed."""
+        digest = hashlib.sha256(password.encode()).hexdigest()
+        return " ".join(
+            ("user", user, "reset", "on", f"#{digest}", "resetchannels", *self.keys, *self.commands)
+        )
+
+
+def check_name(text: str, what: str) -> str:
+    """``text`` if it can stand in an ACL line as a name; :class:`AclError` otherwise."""
+    if not _NAME.fullmatch(text):
+        raise AclError(
+            f"{what} {text[:40]!r} must be 1-100 letters, digits, '.', '_' or '-' "
+            "(it becomes part of a Redis ACL rule)"
+        )
+    return text
+
+
+def role_rules(role: str, spiders: Sequence[str]) -> RoleRules:
+    """The rules of ``role`` for a hub crawling ``spiders``."""
+    names = [check_name(s, "spider name") for s in spiders]
+    own = tuple(f"~{SpiderKeys(s).prefix}:*" for s in names)
+    if role == "crawler":
+        if not names:
+            raise AclError("the crawler user needs at least one spider (--spider)")
+        return RoleRules(role, (*own, f"~{CHECK_KEYS}"), _DATA_COMMANDS)
+    if role == "proxypool":
+        return RoleRules(role, tuple(f"~{k}" for k in PROXYPOOL_KEYS), _DATA_COMMANDS)
+    if role == "accountpool":
+        return RoleRules(role, tuple(f"~{k}" for k in ACCOUNTPOOL_KEYS), _DATA_COMMANDS)
+    if role == "dashboard":
+        reads = tuple(f"%R~{SpiderKeys(s).prefix}:*" for s in names)
+        series = tuple(f"~{SpiderKeys(s).ops_queue}" for s in names)
+        return RoleRules(role, (*reads, *series), _DASHBOARD_COMMANDS)
+    if role == "operator":
+        return RoleRules(role, ("~*",), _OPERATOR_COMMANDS)
+    raise AclError(f"unknown role {role[:40]!r}: the roles are {', '.join(ROLES)}")
+
+
+def render(
+    passwords: Mapping[str, str],
+    spiders: Iterable[str],
+    users: Mapping[str, str] | None = None,
+) -> str:
+    """The ``aclfile`` text: ``default`` off, then one user per role in ``passwords``.
+
+    ``passwords`` maps a role to its password (a role without one gets no user); ``users``
+    renames a role's user (default: the role's name).
+    """
+    spider_list = list(dict.fromkeys(spiders))
+    names = dict(users or {})
+    for role in [*passwords, *names]:
+        if role not in ROLES:
+            raise AclError(f"unknown role {role[:40]!r}: the roles are {', '.join(ROLES)}")
+    lines = ["user default reset off resetchannels -@all"]
+    seen: set[str] = {"default"}
+    for role in ROLES:
+        if role not in passwords:
+            continue
+        password = passwords[role]
+        if len(password) < 16:
+            raise AclError(f"the {role} user's password must be at least 16 characters")
+        user = check_name(names.get(role, role), f"the {role} user's name")
+        if user in seen:
+            raise AclError(f"the {role} user's name {user!r} is taken by another user")
+        seen.add(user)
+        lines.append(role_rules(role, spider_list).line(user, password))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,213 @@
+"""Politeness settings: read, default and validate every ``POLITENESS_*`` Scrapy setting.
+
+One validated dataclass, :class:`PolitenessConfig`, as ``FrontierConfig`` is for the frontier.
+Every error is one line that names the setting. Rates are requests per second per politeness
+key (a target host, domain or IP, times the egress proxy when one is used).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # read through its methods only: a worker's clients need not import Scrapy
+    from scrapy.settings import BaseSettings
+
+KEY_KINDS = ("host", "domain", "ip")
+DEFAULT_RATE = 1.0
+DEFAULT_BAN_STATUSES = (403, 429, 503)
+SITE_FIELDS = ("rate", "min_rate", "max_rate", "burst")
+
+
+class PolitenessConfigError(ValueError):
+    """A politeness setting that cannot work; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The rate limits of one key: start, floor and ceiling (requests/s) and burst (requests)."""
+
+    rate: float
+    min_rate: float
+    max_rate: float
+    burst: int
+
+
+@dataclass(frozen=True)
+class PolitenessConfig:
+    """Validated politeness settings of a crawl."""
+
+    enabled: bool = True
+    key_kind: str = "host"
+    limits: Limits = Limits(DEFAULT_RATE, DEFAULT_RATE / 10, DEFAULT_RATE * 4, 1)
+    ban_statuses: frozenset[int] = frozenset(DEFAULT_BAN_STATUSES)
+    ban_markers: tuple[bytes, ...] = ()
+    backoff: float = 0.5
+    probe: float = 0.5
+    window: float = 10.0
+    cooldown: float = 20.0
+    lease_size: int = 8
+    lease_horizon: float = 1.0
+    namespace: str = ""
+    sites: dict[str, Limits] = field(default_factory=dict)
+
+    def limits_for(self, site: str) -> Limits:
+        """The limits of ``site`` (a key without its proxy): its override, else the defaults."""
+        return self.sites.get(site, self.limits)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, spider: str = "") -> PolitenessConfig:
+        kind = str(settings.get("POLITENESS_KEY", "host")).strip().lower()
+        if kind not in KEY_KINDS:
+            raise PolitenessConfigError(
+                f"POLITENESS_KEY must be one of {', '.join(KEY_KINDS)}, "
+                f"got {settings.get('POLITENESS_KEY')!r}"
+            )
+        rate = _number(settings, "POLITENESS_RATE", DEFAULT_RATE, positive=True)
+        min_rate = _number(settings, "POLITENESS_MIN_RATE", rate / 10, positive=True)
+        max_rate = _number(settings, "POLITENESS_MAX_RATE", rate * 4, positive=True)
+        if min_rate > max_rate:
+            raise PolitenessConfigError(
+                f"POLITENESS_MIN_RATE ({min_rate:g}) must not exceed "
+                f"POLITENESS_MAX_RATE ({max_rate:g})"
+            )
+        if not min_rate <= rate <= max_rate:
+            raise PolitenessConfigError(
+                f"POLITENESS_RATE ({rate:g}) must lie between POLITENESS_MIN_RATE ({min_rate:g}) "
+                f"and POLITENESS_MAX_RATE ({max_rate:g})"
+            )
+        limits = Limits(rate, min_rate, max_rate, _whole(settings, "POLITENESS_BURST", 1))
+        backoff = _number(settings, "POLITENESS_BACKOFF", 0.5, positive=True)
+        if backoff >= 1:
+            raise PolitenessConfigError(f"POLITENESS_BACKOFF must be below 1, got {backoff:g}")
+        lease_size = _whole(settings, "POLITENESS_LEASE_SIZE", 8)
+        return cls(
+            enabled=settings.getbool("POLITENESS_ENABLED", True),
+            key_kind=kind,
+            limits=limits,
+            ban_statuses=_statuses(settings.get("POLITENESS_BAN_STATUSES", DEFAULT_BAN_STATUSES)),
+            ban_markers=_markers(settings.get("POLITENESS_BAN_MARKERS", ())),
+            backoff=backoff,
+            probe=_number(settings, "POLITENESS_PROBE", rate / 4, positive=False),
+            window=_number(settings, "POLITENESS_WINDOW", 10.0, positive=True),
+            cooldown=_number(settings, "POLITENESS_COOLDOWN", 20.0, positive=False),
+            lease_size=lease_size,
+            lease_horizon=_number(settings, "POLITENESS_LEASE_HORIZON", 1.0, positive=True),
+            namespace=str(settings.get("POLITENESS_NAMESPACE") or spider),
+            sites=_sites(settings.get("POLITENESS_SITES") or {}, limits),
+        )
+
+
+def _as_number(name: str, raw: Any, positive: bool) -> float:
+    if isinstance(raw, bool):
+        raise PolitenessConfigError(f"{name} must be a number, got {raw!r}")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError, OverflowError):
+        raise PolitenessConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise PolitenessConfigError(f"{name} must be a finite number, got {raw!r}")
+    if value < 0 or (positive and value == 0):
+        raise PolitenessConfigError(f"{name} must be {'> 0' if positive else '>= 0'}, got {raw!r}")
+    return value
+
+
+def _number(settings: BaseSettings, name: str, default: float, positive: bool) -> float:
+    return _as_number(name, settings.get(name, default), positive)
+
+
+def _as_whole(name: str, raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise PolitenessConfigError(f"{name} must be a whole number > 0, got {raw!r}")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise PolitenessConfigError(f"{name} must be a whole number > 0, got {raw!r}") from None
+    if value <= 0 or value > 1_000_000:
+        raise PolitenessConfigError(f"{name} must be a whole number from 1 to 1000000, got {raw!r}")
+    return value
+
+
+def _whole(settings: BaseSettings, name: str, default: int) -> int:
+    return _as_whole(name, settings.get(name, default))
+
+
+def _list(name: str, raw: Any) -> list[Any]:
+    if isinstance(raw, str):
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    if isinstance(raw, list | tuple | set | frozenset):
+        return list(raw)
+    raise PolitenessConfigError(f"{name} must be a list (or comma-separated), got {raw!r}")
+
+
+def _statuses(raw: Any) -> frozenset[int]:
+    statuses = set()
+    for entry in _list("POLITENESS_BAN_STATUSES", raw):
+        text = str(entry).strip()
+        if isinstance(entry, bool) or not text.isdigit() or not 100 <= int(text) <= 599:
+            raise PolitenessConfigError(
+                f"POLITENESS_BAN_STATUSES must list HTTP statuses (100-599), got {entry!r}"
+            )
+        statuses.add(int(text))
+    return frozenset(statuses)
+
+
+def _markers(raw: Any) -> tuple[bytes, ...]:
+    # a list only: a marker may hold a comma
+    entries = [raw] if isinstance(raw, str | bytes) else raw
+    if not isinstance(entries, list | tuple):
+        raise PolitenessConfigError(
+            f"POLITENESS_BAN_MARKERS must be a list of strings, got {raw!r}"
+        )
+    markers = []
+    for entry in entries:
+        marker = entry.encode("utf-8", "surrogatepass") if isinstance(entry, str) else entry
+        if not isinstance(marker, bytes) or not marker:
+            raise PolitenessConfigError(
+                f"POLITENESS_BAN_MARKERS must list non-empty strings, got {entry!r}"
+            )
+        markers.append(marker)
+    return tuple(markers)
+
+
+def _sites(raw: Any, defaults: Limits) -> dict[str, Limits]:
+    """``POLITENESS_SITES``: site → rate, or site → {rate, min_rate, max_rate, burst}; a dict or
+    its JSON text (as an inventory renders it into the worker environment)."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise PolitenessConfigError(f"POLITENESS_SITES is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise PolitenessConfigError(f"POLITENESS_SITES must be a dict site -> rate, got {raw!r}")
+    sites = {}
+    for site, value in raw.items():
+        if not isinstance(site, str) or not site.strip() or any(c in site for c in " /@"):
+            raise PolitenessConfigError(f"POLITENESS_SITES: {site!r} is not a host name")
+        name = f"POLITENESS_SITES[{site!r}]"
+        fields = value if isinstance(value, dict) else {"rate": value}
+        unknown = sorted(str(k) for k in fields if k not in SITE_FIELDS)
+        if unknown:
+            raise PolitenessConfigError(
+                f"{name}: unknown field {unknown[0]!r} (use {', '.join(SITE_FIELDS)})"
+            )
+        if "rate" not in fields:
+            raise PolitenessConfigError(f"{name} needs a 'rate'")
+        rate = _as_number(f"{name}['rate']", fields["rate"], positive=True)
+        # a site's own rate widens the default floor and ceiling for that site
+        min_rate = _as_number(
+            f"{name}['min_rate']", fields.get("min_rate", min(defaults.min_rate, rate)), True
+        )
+        max_rate = _as_number(
+            f"{name}['max_rate']", fields.get("max_rate", max(defaults.max_rate, rate)), True
+        )
+        if not min_rate <= rate <= max_rate:
+            raise PolitenessConfigError(
+                f"{name}: rate {rate:g} must lie between min_rate {min_rate:g} "
+                f"and max_rate {max_rate:g}"
+            )
+        burst = _as_whole(f"{name}['burst']", fields.get("burst", defaults.burst))
+        sites[site.strip().lower()] = Limits(rate, min_rate, max_rate, burst)
+    return sites

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Check and package the team's Scrapy projects on the control node (role crawler).
+
+Usage: build_project.py SPEC
+
+SPEC (JSON): {"build_dir": path, "wheelhouse": the platform wheelhouse tar (role crawlfleet_app),
+"projects": [{"name", "src", "version", "settings", "requirements": [...], "spiders": [...]}]}.
+Run it with the Python the hosts have (like build_wheelhouse.py). For each project, before any
+host changes:
+
+1. the source: ``src`` is a directory here, or a git URL checked out at ``version``;
+2. the requirements are built into wheels (``pip wheel``, the only step that needs an index) and
+   installed with the platform's wheels, without an index, into a virtualenv kept per
+   requirements set: what a worker will install, so a conflict with crawlfleet shows here;
+3. in that virtualenv, with ``SCRAPY_SETTINGS_MODULE=crawlfleet.fleetsettings`` as on a worker,
+   ``scrapy list`` must import the settings and name every spider the inventory lists;
+4. the release: a tar of the source tree (caches left out), the requirement wheels and
+   requirements.txt, with fixed order, owners and times. Its key is a SHA-256 over the platform
+   wheelhouse, the requirements and the source files: an unchanged project is the same release.
+
+Prints one JSON line {name: {"key", "tar", "sha256", "spiders"}}. A project that fails stops the
+run with ONE line on stderr, ``crawler_projects[<name>]: <cause>``, and exit code 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".scrapy"}
+SKIP_SUFFIXES = (".pyc", ".pyo")
+GIT_PREFIXES = ("http://", "https://", "ssh://", "git://", "git@", "file://")
+PIP = ["-m", "pip", "--disable-pip-version-check"]
+
+
+class ProjectError(Exception):
+    """One line naming the cause; the project's name is added by main()."""
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(("ERROR:", "error:", "fatal:"))]
+    return (errors or lines or ["(no output)"])[-1]
+
+
+def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+
+
+def checkout(project: dict[str, Any], work: Path) -> Path:
+    """The project's source tree: its directory, or a fresh checkout of the git URL."""
+    src = str(project.get("src") or "")
+    if src.startswith(GIT_PREFIXES) or src.endswith(".git"):
+        version = str(project.get("version") or "")
+        if not version:
+            raise ProjectError(f"src {src} is a git URL: set version (a tag, branch or commit)")
+        tree = work / "git"
+        cloned = run(["git", "clone", "--quiet", src, str(tree)])
+        if cloned.returncode != 0:
+            raise ProjectError(f"git clone {src} failed: {last_line(cloned.stderr)}")
+        switched = run(["git", "-C", str(tree), "checkout", "--quiet", "--detach", version])
+        if switched.returncode != 0:
+            raise ProjectError(f"git {src} has no version {version}: {last_line(switched.stderr)}")
+        return tree
+    path = Path(src).expanduser()
+    if not path.is_dir():
+        raise ProjectError(f"src {src} does not exist on the control node (or is not a directory)")
+    return path.resolve()
+
+
+def sources(tree: Path) -> list[Path]:
+    found = []
+    for path in sorted(tree.rglob("*")):
+        rel = path.relative_to(tree)
+        if any(part in SKIP_DIRS or part.endswith(".egg-info") for part in rel.parts):
+            continue
+        if path.is_file() and not path.name.endswith(SKIP_SUFFIXES):
+            found.append(rel)
+    return found
+
+
+def build_python(build_dir: Path) -> Path:
+    version = ".".join(map(str, sys.version_info[:3]))
+    python = build_dir / f".buildenv-{version}" / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
+    return python
+
+
+def requirement_wheels(
+    build_dir: Path, platform: Path, requirements: list[str], key: str
+) -> tuple[Path, Path]:
+    """Wheels of the requirements (beside the platform's) and a checked virtualenv of them all."""
+    wheels = build_dir / "requirements" / key
+    venv = build_dir / "venvs" / key
+    if (venv / ".installed").is_file():
+        return wheels, venv
+    shutil.rmtree(wheels, ignore_errors=True)
+    shutil.rmtree(venv, ignore_errors=True)
+    wheels.mkdir(parents=True)
+    if requirements:
+        built = run(
+            [str(build_python(build_dir)), *PIP, "wheel", "--quiet", "--wheel-dir", str(wheels),
+             "--find-links", str(platform), *requirements],
+            env=dict(os.environ, SOURCE_DATE_EPOCH="315532800"),
+        )  # fmt: skip
+        if built.returncode != 0:
+            raise ProjectError(
+                f"the requirements {' '.join(requirements)} cannot be built into the wheelhouse: "
+                f"{last_line(built.stderr)}"
+            )
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    installed = run(
+        [str(venv / "bin" / "python"), *PIP, "install", "--quiet", "--no-index",
+         "--find-links", str(platform), "--find-links", str(wheels), "crawlfleet", *requirements],
+    )  # fmt: skip
+    if installed.returncode != 0:
+        raise ProjectError(
+            f"the requirements {' '.join(requirements)} cannot be installed beside crawlfleet: "
+            f"{last_line(installed.stderr)}"
+        )
+    (venv / ".installed").touch()
+    return wheels, venv
+
+
+def check_spiders(project: dict[str, Any], venv: Path, tree: Path) -> list[str]:
+    """``scrapy list`` as a worker runs the project; every listed spider must be there."""
+    settings = str(project.get("settings") or "")
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", str(tree)),
+        "PYTHONPATH": str(tree),
+        # The project's directory stays as it is: no __pycache__ written into it.
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "SCRAPY_SETTINGS_MODULE": "crawlfleet.fleetsettings",
+        "CRAWLFLEET_PROJECT_SETTINGS": settings,
+        **{str(k): str(v) for k, v in (project.get("env") or {}).items()},
+    }
+    listed = run([str(venv / "bin" / "scrapy"), "list"], cwd=tree, env=env)
+    if listed.returncode != 0:
+        if "does not import" in listed.stderr:
+            cause = last_line(
+                "\n".join(line for line in listed.stderr.splitlines() if "does not import" in line)
+            )
+            cause = cause.split("CRAWLFLEET_PROJECT_SETTINGS=", 1)[-1]
+            raise ProjectError(f"settings module {cause}")
+        raise ProjectError(f"scrapy list failed: {last_line(listed.stderr)}")
+    have = listed.stdout.split()
+    missing = [s for s in project.get("spiders", []) if s not in have]
+    if missing:
+        listed_names = ", ".join(have) or "none"
+        raise ProjectError(
+            f"the project has no spider {', '.join(missing)} (scrapy list: {listed_names})"
+        )
+    return have
+
+
+def reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mtime = 0
+    info.mode = 0o755 if info.isdir() else 0o644
+    return info
+
+
+def package(tar_path: Path, tree: Path, wheels: Path, reqs: list[str]) -> Path:
+    """The release tar (the two before it are kept); one that exists is reused."""
+    files = sources(tree)
+    if tar_path.is_file():
+        return tar_path
+    tar_path.parent.mkdir(parents=True, exist_ok=True)
+    partial = tar_path.with_name(f".build-{tar_path.name}")
+    with tarfile.open(partial, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in files:
+            tar.add(tree / rel, arcname=f"src/{rel}", recursive=False, filter=reset)
+        for wheel in sorted(wheels.glob("*.whl")):
+            tar.add(wheel, arcname=f"wheels/{wheel.name}", filter=reset)
+        data = "".join(f"{r}\n" for r in reqs).encode()
+        info = reset(tarfile.TarInfo("requirements.txt"))
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    partial.replace(tar_path)
+    for old in sorted(tar_path.parent.glob("release-*.tar"), key=lambda p: p.stat().st_mtime)[:-3]:
+        old.unlink()
+    return tar_path
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def build(project: dict[str, Any], build_dir: Path, platform: Path) -> dict[str, Any]:
+    """Check one project and package its release: {key, tar, sha256, spiders}."""
+    reqs = [str(r) for r in project.get("requirements") or []]
+    req_key = hashlib.sha256(
+        (platform.name + "\0" + "\0".join(reqs) + "\0" + sys.version).encode()
+    ).hexdigest()[:16]
+    with tempfile.TemporaryDirectory(prefix=".checkout-", dir=build_dir) as work:
+        tree = checkout(project, Path(work))
+        files = sources(tree)
+        if not files:
+            raise ProjectError(f"src {project.get('src')} holds no files")
+        wheels, venv = requirement_wheels(build_dir, platform, reqs, req_key)
+        spiders = check_spiders(project, venv, tree)
+        digest = hashlib.sha256(req_key.encode() + b"\0")
+        for rel in files:
+            digest.update(str(rel).encode() + b"\0" + (tree / rel).read_bytes() + b"\0")
+        key = digest.hexdigest()[:16]
+        tar = package(build_dir / str(project["name"]) / f"release-{key}.tar", tree, wheels, reqs)
+    return {"key": key, "tar": str(tar), "sha256": file_sha256(tar), "spiders": spiders}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: build_project.py SPEC", file=sys.stderr)
+        return 2
+    spec = json.loads(argv[0])
+    build_dir = Path(spec["build_dir"]).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    platform_tar = Path(spec["wheelhouse"])
+    platform = build_dir / "platform" / file_sha256(platform_tar)[:16]
+    if not platform.is_dir():
+        partial = Path(tempfile.mkdtemp(dir=build_dir, prefix=".platform-"))
+        with tarfile.open(platform_tar) as tar:
+            tar.extractall(partial)  # noqa: S202 - our own tar (build_wheelhouse.py)
+        platform.parent.mkdir(exist_ok=True)
+        partial.replace(platform)
+    results = {}
+    for project in spec["projects"]:
+        try:
+            results[project["name"]] = build(project, build_dir, platform)
+        except ProjectError as exc:
+            print(f"crawler_projects[{project['name']}]: {exc}", file=sys.stderr)
+            return 1
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    os.umask(0o022)
+    sys.exit(main(sys.argv[1:]))

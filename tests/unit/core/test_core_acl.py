@@ -1,0 +1,64 @@
+"""crawlfleet.acl: the rendered ACL lines (default off, hashed passwords, per-role rules) and
+``crawlfleet acl render``'s input checks; tests/integration/acl tries them on a real server."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from crawlfleet import acl
+from crawlfleet.cli import main
+
+PASSWORDS = {role: f"{role}-password-0123456789" for role in acl.ROLES}
+
+
+def test_default_is_off_and_passwords_are_hashed() -> None:
+    text = acl.render(PASSWORDS, ["book"])
+    lines = text.splitlines()
+    assert lines[0].startswith("user default reset off")
+    assert [line.split()[1] for line in lines[1:]] == list(acl.ROLES)
+    for role, password in PASSWORDS.items():
+        assert password not in text
+        assert f"#{hashlib.sha256(password.encode()).hexdigest()}" in text
+
+
+def test_the_crawler_and_dashboard_are_limited_to_the_spiders() -> None:
+    crawler = acl.role_rules("crawler", ["book", "adv"])
+    assert crawler.keys == ("~book:*", "~adv:*", "~crawlfleet:check:*")
+    assert "-@dangerous" in crawler.commands
+    dashboard = acl.role_rules("dashboard", ["book"])
+    assert dashboard.keys == ("%R~book:*", "~book:ops:queue")
+    assert "+@write" not in dashboard.commands
+
+
+@pytest.mark.parametrize(
+    ("passwords", "spiders", "needle"),
+    [
+        ({"crawler": PASSWORDS["crawler"]}, [], "at least one spider"),
+        ({"crawler": "short"}, ["book"], "at least 16 characters"),
+        ({"robot": PASSWORDS["crawler"]}, ["book"], "unknown role 'robot'"),
+        ({"crawler": PASSWORDS["crawler"]}, ["bo ok"], "spider name 'bo ok'"),
+    ],
+)
+def test_bad_input_is_one_line(passwords: dict[str, str], spiders: list[str], needle: str) -> None:
+    with pytest.raises(acl.AclError, match=needle):
+        acl.render(passwords, spiders)
+
+
+def test_the_cli_writes_0600_and_reports_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "users.acl"
+    argv = ["acl", "render", "--spider", "book", "-o", str(target)]
+    for changed in (True, False):
+        monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(PASSWORDS)))
+        assert main(argv) == 0
+        assert json.loads(capsys.readouterr().out)["changed"] is changed
+    assert target.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setattr("sys.stdin", io.StringIO("not json"))
+    assert main(argv) == 2
+    assert "JSON object" in capsys.readouterr().err
