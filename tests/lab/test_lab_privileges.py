@@ -152,13 +152,13 @@ def test_a_host_in_the_shared_account_layout_converges(lab: Lab) -> None:
 
         first = converge("--tags", "proxypool", "--limit", HUB)
         assert {
-            f"{HUB}: proxypool : Write the proxy pool environment",
-            f"{HUB}: proxypool : Install the proxy pool unit",
-            f"{HUB}: proxypool : Restart proxypool",
+            f"{HUB}: crawlfleet_service : Write the environment of proxypool",
+            f"{HUB}: crawlfleet_service : Install the unit of proxypool",
+            f"{HUB}: crawlfleet_service : Restart proxypool",
         } <= set(changed_tasks(first)), changed_tasks(first)
         # Only a new release (project/ changed between the two runs) may change the second one.
         second = converge("--tags", "proxypool", "--limit", HUB)
-        release = ("crawlfleet_app : ", "Record the release the proxy pool", "Restart proxypool")
+        release = ("crawlfleet_app : ", "Record the release of proxypool", "Restart proxypool")
         left = [task for task in changed_tasks(second) if not any(r in task for r in release)]
         assert left == [], changed_tasks(second)
 

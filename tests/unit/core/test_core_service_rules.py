@@ -115,11 +115,16 @@ def test_the_proxy_pool_refuses_its_key_as_a_flag() -> None:
     assert "k" * 20 not in message
 
 
-@pytest.mark.parametrize("role", ["proxypool", "accountpool", "dashboard", "lab_demosite"])
-def test_units_stay_failed_on_bad_configuration(role: str) -> None:
+def test_the_service_unit_stays_failed_on_bad_configuration() -> None:
     # Exit status 2 is bad configuration for every service: systemd must not restart it.
-    (unit,) = (ROOT / "roles" / role / "templates").glob("crawlfleet-*.service.j2")
-    text = unit.read_text()
-    assert "RestartPreventExitStatus=2" in text
-    exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
+    unit = ROOT / "roles" / "crawlfleet_service" / "templates" / "crawlfleet_service.service.j2"
+    assert "RestartPreventExitStatus=2" in unit.read_text()
+
+
+@pytest.mark.parametrize("role", ["proxypool", "accountpool", "dashboard", "lab_demosite"])
+def test_no_service_gets_a_secret_on_its_command_line(role: str) -> None:
+    tasks = (ROOT / "roles" / role / "tasks" / "main.yml").read_text()
+    (exec_start,) = [
+        line for line in tasks.splitlines() if "crawlfleet_service_exec_start:" in line
+    ]
     assert "--api-key" not in exec_start and "KEY" not in exec_start
