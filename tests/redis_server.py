@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 from support.net import free_port
-from support.services import log_tail
+from support.services import log_tail, stop_process
 from support.waiting import wait_until
 
 
@@ -42,13 +42,6 @@ class RedisServer:
     def start(self) -> None:
         """(Re)start on the same port and directory, so AOF data survives a restart."""
         self.process = _spawn(self.port, self.password, self.workdir)
-
-
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    """Terminate a redis-server this test started, if it still runs, and reap it."""
-    if process.poll() is None:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def pings(port: int, **kwargs: Any) -> Callable[[], bool]:

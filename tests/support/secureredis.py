@@ -14,8 +14,9 @@ from pathlib import Path
 
 from crawlfleet import acl, tlsca
 from support.net import free_port
+from support.services import stop_process
 
-from redis_server import pings, spawn_redis, stop_process
+from redis_server import pings, spawn_redis
 
 PASSWORDS = {role: f"{role}-password-0123456789" for role in acl.ROLES}
 
