@@ -65,6 +65,7 @@ def load(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as import does: dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
