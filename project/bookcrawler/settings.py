@@ -35,11 +35,19 @@ RABBITMQ_URL = os.environ.get("RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672
 BLOOMFILTER_CAPACITY = int(os.environ.get("BLOOMFILTER_CAPACITY", "1000000"))
 BLOOMFILTER_ERROR_RATE = 0.001
 
-# Proxy and token on every request, before Scrapy's HttpProxyMiddleware (750) reads meta["proxy"].
+# Proxy and token on every request, before Scrapy's HttpProxyMiddleware (750) reads meta["proxy"];
+# then a slot of the cluster's rate budget for the (site, proxy) pair (docs/reference/settings.md).
 DOWNLOADER_MIDDLEWARES = {
     "crawlfleet.middlewares.ProxyMiddleware": 740,
     "crawlfleet.middlewares.AuthorizationMiddleware": 745,
+    "crawlfleet.politeness.middleware.PolitenessMiddleware": 750,
 }
+# Requests per second per (site, proxy) pair for the whole cluster: the demo site bans an address
+# above 20 a second, so 18 leaves room for network jitter; bans back the rate off by themselves.
+POLITENESS_ENABLED = os.environ.get("CRAWLER_POLITENESS", "true").lower() not in ("0", "false")
+POLITENESS_RATE = float(os.environ.get("CRAWLER_POLITENESS_RATE", "18"))
+POLITENESS_MAX_RATE = float(os.environ.get("CRAWLER_POLITENESS_MAX_RATE", str(POLITENESS_RATE)))
+POLITENESS_COOLDOWN = float(os.environ.get("CRAWLER_POLITENESS_COOLDOWN", "10"))
 ACCOUNTPOOL_SITE = "demosite"
 
 ITEM_PIPELINES = {"crawlfleet.pipelines.RedisItemsPipeline": 300}

@@ -5,7 +5,8 @@ One line in a project's settings (Scrapy >= 2.10 add-ons)::
     ADDONS = {"crawlfleet.addon.Fleet": 0}
 
 enables the shared frontier (scheduler and Bloom-filter duplicate filter on the hub's Redis), the
-proxy and authorization downloader middlewares (clients of the hub's two pools), the items
+proxy and authorization downloader middlewares (clients of the hub's two pools), the politeness
+middleware (the cluster's rate budget per site on the hub: ``POLITENESS_*``), the items
 pipeline and the worker stats extension, each configured from the worker environment of the
 fleet: ``REDIS_URL``, ``PROXYPOOL_URL``, ``PROXYPOOL_API_KEY``, ``ACCOUNTPOOL_URL``,
 ``ACCOUNTPOOL_API_KEY``, ``ACCOUNTPOOL_SITE``, ``SCHEDULER_QUEUE_CLASS``, ``RABBITMQ_URL``.
@@ -55,6 +56,12 @@ COMPONENTS: tuple[tuple[str, str, int, str], ...] = (
         "crawlfleet.middlewares.AuthorizationMiddleware",
         745,
         "ACCOUNTPOOL_URL",
+    ),
+    (
+        "DOWNLOADER_MIDDLEWARES",
+        "crawlfleet.politeness.middleware.PolitenessMiddleware",
+        750,
+        "REDIS_URL",
     ),
     ("ITEM_PIPELINES", "crawlfleet.pipelines.RedisItemsPipeline", 300, "REDIS_URL"),
     ("EXTENSIONS", "crawlfleet.extensions.workerstats.WorkerStats", 500, "REDIS_URL"),

@@ -5,7 +5,12 @@ backend's scheduler from the settings (``SCHEDULER_QUEUE_CLASS`` chooses: a queu
 ``scheduler_path`` brings its own subclass), starts classic spiders, filters start requests on
 the workers that do not seed, keeps the fingerprint cache, encodes requests (an unserializable one
 becomes a dead letter), hands requests out under a lease, and notices when the engine is done with
-one. It is also the single place that reads Scrapy engine internals (``_slot.inprogress``,
+one. With the politeness pacer (``crawlfleet.politeness.pacer``) it hands out the buffered request
+whose politeness key may be hit first, holding that key's slot, looks further into the queue
+(up to ``POLITENESS_LOOKAHEAD`` buffered requests) when no buffered key may be hit now, and
+otherwise wakes the engine when the first slot is due.
+
+It is also the single place that reads Scrapy engine internals (``_slot.inprogress``,
 ``_slot.nextcall``, ``_start``): watch it on Scrapy upgrades. A backend subclass adds how entries
 are pushed, popped, settled and reported (the Redis scripts, or the broker and its Redis outbox).
 """
@@ -34,6 +39,7 @@ from crawlfleet.frontier.config import (
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, unwrap
 from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
+from crawlfleet.politeness.pacer import pacer_for
 from crawlfleet.redisconn import RedisConfigError
 from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if
 
@@ -98,6 +104,11 @@ class FrontierScheduler(BaseScheduler):
         self._idle_since: float | None = None
         self._last_error_log = 0.0
         self._loops: list[LoopingCall] = []
+        self.pacer = pacer_for(crawler)
+        lookahead = self.pacer.config.lookahead if self.pacer is not None else 0
+        self.lookahead = lookahead or 4 * config.prefetch
+        self._wake_call: Any = None
+        self._wake_at = 0.0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -151,6 +162,8 @@ class FrontierScheduler(BaseScheduler):
             if loop.running:
                 loop.stop()
         self._loops.clear()
+        if self._wake_call is not None and self._wake_call.active():
+            self._wake_call.cancel()
 
     def _heartbeat(self) -> None:
         """Renew this worker's leases and read the cluster's status (each backend its own way)."""
@@ -235,6 +248,53 @@ class FrontierScheduler(BaseScheduler):
         self.stats.inc_value(f"scheduler/dequeued/{self.BACKEND}")
         self.stats.inc_value("scheduler/dequeued")
         return request
+
+    def _next_lease(self) -> Lease | None:
+        """The buffered lease to hand out now, or None (the buffer is empty, or every buffered
+        request's politeness key must wait: the engine is woken when the first slot is due).
+
+        Without the pacer: the first one. With it: the request whose key may be hit first holds
+        a slot of it (buffer order within a key, so priority holds there); when no buffered key
+        has a slot now the backend pops more (``_look_further``) up to ``POLITENESS_LOOKAHEAD``
+        buffered requests. Buffered requests stay leased to this worker (heartbeats renew them,
+        ``close`` gives them back), however long they wait.
+        """
+        if not self._buffer:
+            return None
+        if self.pacer is None:
+            return self._buffer.popleft()
+        while self._buffer:
+            requests = [lease.request for lease in self._buffer if lease.request is not None]
+            choice = self.pacer.choose(requests)
+            if choice.index is not None:
+                lease = self._buffer[choice.index]
+                del self._buffer[choice.index]
+                self.stats.inc_value("politeness/scheduler/paced")
+                return lease
+            if len(self._buffer) >= self.lookahead or not self._look_further():
+                self.stats.inc_value("politeness/scheduler/waits")
+                self._wake_in(choice.wait)
+                return None
+            self.stats.inc_value("politeness/scheduler/lookahead")
+        return None
+
+    def _look_further(self) -> bool:
+        """Buffer more requests from the queue; whether any came (a backend that cannot: no)."""
+        return False
+
+    def _wake_in(self, seconds: float) -> None:
+        """Wake the engine in ``seconds`` (the earliest of the wake-ups asked for)."""
+        at = time.monotonic() + seconds
+        if self._wake_call is not None and self._wake_call.active():
+            if self._wake_at <= at:
+                return
+            self._wake_call.cancel()
+        # Imported here: importing the reactor installs one, and Scrapy must install its own.
+        from twisted.internet import reactor as installed
+
+        reactor: Any = installed
+        self._wake_at = at
+        self._wake_call = reactor.callLater(seconds, self._wake_engine)
 
     def _finished(self) -> Iterator[Lease]:
         """Leases whose requests the engine has finished with (removed from the in-flight set).

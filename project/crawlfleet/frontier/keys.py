@@ -193,6 +193,10 @@ class SpiderKeys:
     def politeness_index(self) -> str:
         return self._key("politeness", "index")
 
+    @property
+    def politeness_bans(self) -> str:
+        return self._key("politeness", "bans")
+
 
 _FRONTIER_SUFFIX = SpiderKeys("").frontier
 #: SCAN MATCH pattern of the hashes every worker writes at start: how spiders are discovered.
@@ -381,5 +385,13 @@ KEYS: tuple[KeyDoc, ...] = (
         "workers (`crawlfleet.politeness`)",
         "state hash (`<spider>:politeness:key:<key>`) → time of its last lease or ban (ms): "
         "the keys status and the dashboard will show; keys unused for a day are trimmed",
+    ),
+    KeyDoc(
+        "politeness_bans",
+        "sorted set",
+        "workers (`crawlfleet.politeness`)",
+        "recent ban signals: `<n> <state hash>` (`n`: the key's ban count) → time (ms); "
+        "kept ten minutes, at most 1000 entries: `status` counts each key's bans of the last "
+        "five minutes from it",
     ),
 )

@@ -223,7 +223,8 @@ class Scheduler(FrontierScheduler):
                 self._sync("pop", self.config.prefetch)
         if not self._buffer or self._status.paused:
             return None
-        return self._hand_out(self._buffer.popleft())
+        lease = self._next_lease()
+        return None if lease is None else self._hand_out(lease)
 
     def __len__(self) -> int:
         """Requests waiting: this worker's prefetched ones plus the queue as last seen."""
@@ -243,6 +244,14 @@ class Scheduler(FrontierScheduler):
         if dead:
             return ["!dead", dead, b"", "0"]
         return [check[0], check[1], payload, str(request.priority)]
+
+    def _look_further(self) -> bool:
+        """Pop more into the buffer (politeness lookahead) when the queue has some."""
+        if not self._status.queued or self._status.paused:
+            return False
+        before = len(self._buffer)
+        self._sync("pop", min(self.config.prefetch, self.lookahead - before))
+        return len(self._buffer) > before
 
     def _should_pop(self) -> bool:
         if self._status.queued > 0 or self._enqueued_since_sync or self._status.start_urls:

@@ -6,6 +6,13 @@ batch, never one per request. A proxy that is banned (``PROXYPOOL_BAN_STATUS``) 
 connection level is reported (``POST /report``), kept out of rotation for a while, and the request
 is retried through another proxy. With no usable proxy, requests wait (exponential back-off on
 the pool) instead of going out directly.
+
+With the politeness pacer (``crawlfleet.politeness``: its middleware enabled, and a ``REDIS_URL``)
+the middleware registers its usable proxies with it and sends each request through the proxy the
+frontier scheduler chose (``politeness_proxy``), or else the one whose (site, proxy) slot comes
+first. A ban status is then the site's word about that pair only: the pacer cools the pair down
+for that site (ending by itself), so the proxy is neither quarantined nor reported to the pool;
+the request is still retried through another proxy. Connection failures are reported as before.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from crawlfleet.middlewares.poolclient import (
     PoolUnavailable,
     pool_from_settings,
 )
+from crawlfleet.politeness.pacer import META_PROXY as META_CHOSEN
+from crawlfleet.politeness.pacer import pacer_for
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +100,9 @@ class ProxyMiddleware:
         self._next_fetch_at = 0.0  # the batch is stale from then on
         self._earliest_fetch_at = 0.0  # no refetch before then (back-off, or 1 s after a batch)
         self._fetch: asyncio.Task[None] | None = None
+        self.pacer = pacer_for(crawler)
+        if self.pacer is not None:
+            self.pacer.use_proxies(lambda: self._live(time.monotonic()))
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -149,7 +161,9 @@ class ProxyMiddleware:
         finally:
             self._fetch = None
 
-    async def get_proxy(self) -> str:
+    async def get_proxy(self, url: str = "", chosen: str | None = None) -> str:
+        """A usable proxy: ``chosen`` (the scheduler's pick) while it is usable; with the pacer
+        the one whose (site, proxy) slot for ``url`` comes first; else the next in rotation."""
         waited = False
         while True:
             now = time.monotonic()
@@ -158,6 +172,10 @@ class ProxyMiddleware:
             if live:
                 if waited:
                     self.stats.inc_value("proxy/wait/count")
+                if chosen in live:
+                    return str(chosen)
+                if self.pacer is not None and url:
+                    return str(self.pacer.best(url, live)[1])
                 self._cursor += 1
                 return live[self._cursor % len(live)]
             waited = True
@@ -171,7 +189,7 @@ class ProxyMiddleware:
         if "proxy" in request.meta and META_PROXY not in request.meta:
             self.stats.inc_value("proxy/user_set")  # the spider chose a proxy itself
             return
-        proxy = await self.get_proxy()
+        proxy = await self.get_proxy(request.url, request.meta.pop(META_CHOSEN, None))
         # One download slot per proxy: Scrapy's per-slot concurrency then limits each address.
         if request.meta.get("download_slot") in (None, request.meta.get(META_PROXY)):
             request.meta["download_slot"] = proxy
@@ -184,7 +202,9 @@ class ProxyMiddleware:
         if proxy is None or response.status not in self.ban_statuses:
             return response
         self.stats.inc_value("proxy/banned")
-        self._report(proxy, "banned")
+        if self.pacer is None:
+            self._report(proxy, "banned")
+        # else: the PolitenessMiddleware cooled the (proxy, site) pair down for this site only
         return self._retry(request, f"HTTP {response.status}") or response
 
     def process_exception(self, request: Request, exception: Exception) -> Request | None:

@@ -191,6 +191,8 @@ class Budget:
         self._next_at: dict[str, float] = {}
         self._oks: dict[str, int] = {}
         self._hub_retry = 0.0
+        # the end of the window of the slot ``acquire`` took last (this budget's clock)
+        self.taken_until = 0.0
         self.stats = {"leases": 0, "granted": 0, "used": 0, "dropped": 0, "hub_errors": 0}
 
     # -- keys
@@ -246,6 +248,7 @@ class Budget:
         due = lease.due(lease.next)
         if due > now:
             return due - now
+        self.taken_until = lease.until(lease.next)
         lease.next += 1
         self.stats["used"] += 1
         return 0.0
@@ -341,6 +344,10 @@ class Budget:
             return 0
         return unused if int(back) else 0
 
+    def release_all(self) -> int:
+        """Give back every lease this worker holds (when it stops); how many slots came back."""
+        return sum(self.release(key) for key in list(self._leases))
+
     # -- adaptation
 
     def record(self, key: str, outcome: Outcome) -> None:
@@ -361,7 +368,8 @@ class Budget:
         ]
         now = self.clock()
         try:
-            _rate, cool = (float(v) for v in self._ban(keys=self._names(key), args=args))
+            names = [*self._names(key), self.keys.politeness_bans]
+            _rate, cool = (float(v) for v in self._ban(keys=names, args=args))
         except redis.RedisError as exc:
             self._hub_down(key, now, exc)
             return

@@ -51,6 +51,7 @@ class PolitenessConfig:
     lease_size: int = 8
     lease_horizon: float = 1.0
     namespace: str = ""
+    lookahead: int = 0  # 0: four times SCHEDULER_PREFETCH
     sites: dict[str, Limits] = field(default_factory=dict)
 
     def limits_for(self, site: str) -> Limits:
@@ -96,6 +97,7 @@ class PolitenessConfig:
             lease_size=lease_size,
             lease_horizon=_number(settings, "POLITENESS_LEASE_HORIZON", 1.0, positive=True),
             namespace=str(settings.get("POLITENESS_NAMESPACE") or spider),
+            lookahead=_lookahead(settings),
             sites=_sites(settings.get("POLITENESS_SITES") or {}, limits),
         )
 
@@ -132,6 +134,12 @@ def _as_whole(name: str, raw: Any) -> int:
 
 def _whole(settings: BaseSettings, name: str, default: int) -> int:
     return _as_whole(name, settings.get(name, default))
+
+
+def _lookahead(settings: BaseSettings) -> int:
+    """``POLITENESS_LOOKAHEAD``; 0 when unset (the scheduler then uses four times its prefetch)."""
+    raw = settings.get("POLITENESS_LOOKAHEAD")
+    return 0 if raw is None else _as_whole("POLITENESS_LOOKAHEAD", raw)
 
 
 def _list(name: str, raw: Any) -> list[Any]:

@@ -89,8 +89,11 @@ def test_settings_read_the_worker_environment(monkeypatch: pytest.MonkeyPatch) -
         assert set(settings.DOWNLOADER_MIDDLEWARES) == {
             "crawlfleet.middlewares.ProxyMiddleware",
             "crawlfleet.middlewares.AuthorizationMiddleware",
+            "crawlfleet.politeness.middleware.PolitenessMiddleware",
         }
-        assert max(settings.DOWNLOADER_MIDDLEWARES.values()) < 750  # before HttpProxyMiddleware
+        middlewares = settings.DOWNLOADER_MIDDLEWARES
+        assert middlewares["crawlfleet.middlewares.ProxyMiddleware"] < 750  # before HttpProxy…
+        assert middlewares["crawlfleet.middlewares.AuthorizationMiddleware"] < 750
     finally:
         monkeypatch.undo()
         importlib.reload(bookcrawler.settings)

@@ -13,6 +13,7 @@ from crawlfleet.addon import Fleet
 from crawlfleet.extensions.workerstats import WorkerStats
 from crawlfleet.middlewares import AuthorizationMiddleware, ProxyMiddleware
 from crawlfleet.pipelines import RedisItemsPipeline
+from crawlfleet.politeness.middleware import PolitenessMiddleware
 
 FLEET_ENV = {
     "REDIS_URL": "redis://:pw@hub:6379/0",
@@ -45,6 +46,7 @@ def test_every_component_from_the_worker_environment() -> None:
     assert _components(settings, "DOWNLOADER_MIDDLEWARES") == {
         ProxyMiddleware: 740,
         AuthorizationMiddleware: 745,
+        PolitenessMiddleware: 750,
     }
     assert _components(settings, "ITEM_PIPELINES") == {RedisItemsPipeline: 300}
     assert _components(settings, "EXTENSIONS") == {WorkerStats: 500}
@@ -73,7 +75,7 @@ def test_a_component_without_its_url_is_skipped_with_a_reason(
 ) -> None:
     with caplog.at_level(logging.INFO, logger="crawlfleet.addon"):
         settings = _applied({}, {"REDIS_URL": "redis://hub:6379/0", "PROXYPOOL_URL": " "})
-    assert _components(settings, "DOWNLOADER_MIDDLEWARES") == {}
+    assert _components(settings, "DOWNLOADER_MIDDLEWARES") == {PolitenessMiddleware: 750}
     assert settings["SCHEDULER"] == "crawlfleet.frontier.scheduler.Scheduler"
     assert "crawlfleet.middlewares.ProxyMiddleware is off: PROXYPOOL_URL is not set" in caplog.text
     assert "AuthorizationMiddleware is off: ACCOUNTPOOL_URL is not set" in caplog.text

@@ -1,0 +1,125 @@
+"""PolitenessMiddleware: every download holds a slot of its politeness key; responses adapt it.
+
+Order 750: after the ProxyMiddleware (740, which chose the egress proxy) and the
+AuthorizationMiddleware (745) on requests, and first on responses. A request the frontier
+scheduler handed out already holds a slot of its key (``politeness_slot`` in its meta); any other
+— robots.txt fetches, ``engine.download``, a spider on Scrapy's own scheduler, a request whose
+proxy changed after the scheduler chose it — takes one here, waiting with an asyncio sleep (never
+blocking the reactor). Each response is classified (``POLITENESS_BAN_STATUSES``,
+``POLITENESS_BAN_MARKERS``, ``Retry-After``) and its outcome recorded on the key; with
+``ROBOTSTXT_OBEY`` a robots.txt's ``Crawl-delay`` caps the site for the whole crawl. Stats:
+``politeness/...`` in Scrapy's stats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Self
+from urllib.parse import urlsplit
+
+import redis
+from protego import Protego
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+
+from crawlfleet.politeness.pacer import META_KEY, META_SLOT, Pacer, pacer_for
+
+logger = logging.getLogger(__name__)
+
+
+class PolitenessMiddleware:
+    def __init__(self, crawler: Crawler, pacer: Pacer) -> None:
+        assert crawler.stats is not None
+        self.crawler = crawler
+        self.pacer = pacer
+        self.stats = crawler.stats
+        settings = crawler.settings
+        self.obey_robots = settings.getbool("ROBOTSTXT_OBEY")
+        self.robots_agent = str(
+            settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
+        )
+        self._waiting: dict[str, int] = {}
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        pacer = pacer_for(crawler)
+        if pacer is None:
+            raise NotConfigured("POLITENESS_ENABLED is False or REDIS_URL is not set")
+        return cls(crawler, pacer)
+
+    async def process_request(self, request: Request) -> None:
+        key = self.pacer.key(request.url, request.meta.get("proxy") or None)
+        request.meta[META_KEY] = key
+        scheduled = META_SLOT in request.meta
+        if self.pacer.holds_slot(request, key):
+            self.stats.inc_value("politeness/slots/scheduler")
+            return
+        if scheduled:
+            self.stats.inc_value("politeness/slots/stale")
+        await self._slot(key)
+
+    async def _slot(self, key: str) -> None:
+        """Wait (asyncio) until this request holds a slot of ``key``."""
+        budget = self.pacer.budget
+        self._waiting[key] = self._waiting.get(key, 0) + 1
+        started = time.monotonic()
+        try:
+            while (
+                wait := budget.acquire(key, min(self._waiting[key], budget.config.lease_size))
+            ) > 0:
+                await asyncio.sleep(wait)
+        finally:
+            self._waiting[key] -= 1
+            if not self._waiting[key]:
+                del self._waiting[key]
+        self.stats.inc_value("politeness/slots/middleware")
+        waited = time.monotonic() - started
+        if waited > 0.001:
+            self.stats.inc_value("politeness/wait/count")
+            self.stats.inc_value("politeness/wait/ms", round(waited * 1000))
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        key = request.meta.get(META_KEY)
+        if not key:
+            return response
+        outcome = self.pacer.record(
+            key, response.status, response.body, response.headers.get("Retry-After")
+        )
+        self.stats.inc_value(
+            "politeness/responses/banned" if outcome.ban else "politeness/responses/ok"
+        )
+        if outcome.ban:
+            logger.debug(
+                "politeness: ban signal %s from %s (key %s)", response.status, request.url, key
+            )
+        if (
+            self.obey_robots
+            and response.status == 200
+            and urlsplit(request.url).path == "/robots.txt"
+        ):
+            self._crawl_delay(self.pacer.budget.site_of(key), response)
+        return response
+
+    def _crawl_delay(self, site: str, response: Response) -> None:
+        robots = Protego.parse(response.body.decode("utf-8", "replace"))
+        delay = robots.crawl_delay(self.robots_agent)
+        try:
+            self.pacer.set_crawl_delay(site, float(delay) if delay else None)
+        except redis.RedisError as exc:
+            logger.warning("politeness: cannot store %s's Crawl-delay on the hub (%s)", site, exc)
+            return
+        if delay:
+            self.stats.set_value(f"politeness/crawl_delay/{site}", float(delay))
+            logger.info(
+                "politeness: %s asks for Crawl-delay %ss; the crawl keeps to it", site, delay
+            )
+
+    def spider_closed(self) -> None:
+        self.pacer.close()
+        for name, value in self.pacer.budget.stats.items():
+            self.stats.set_value(f"politeness/budget/{name}", value)

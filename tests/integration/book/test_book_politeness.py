@@ -1,0 +1,157 @@
+"""Polite crawls at cluster scale: two `scrapy crawl book` workers share one rate budget per
+(site, proxy) pair on the hub, with no DOWNLOAD_DELAY, against a demo site that bans busy
+addresses. Real processes on loopback: redis-server, the demo site, forward proxies leaving from
+distinct loopback addresses, both pools. Assertions are on counts (the site's own ban counter,
+the workers' stats, the exported books), never on timing; the rates are printed."""
+
+from __future__ import annotations
+
+import httpx
+import redis
+from book_lab import ACCOUNT_KEY, ACCOUNTS, CRAWL_SETTINGS, Lab, export, wait_items, wait_workers
+from support.waiting import wait_until
+
+from crawlfleet.demosite.catalogue import Catalogue
+
+# The chapter's settings: ten requests at a time, bans retried, no delay.
+CHAPTER = (
+    "CONCURRENT_REQUESTS=10",
+    "DOWNLOAD_DELAY=0",
+    "RETRY_HTTP_CODES=500,502,503,504,522,524,408,429,401,403",
+)
+
+
+def total(stats: list[dict[str, object]], name: str) -> int:
+    return sum(int(str(s.get(name, 0))) for s in stats)
+
+
+def items_per_second(lab: Lab) -> float:
+    """Books a second from the first to the last item the workers stored (stream ids are ms)."""
+    client = redis.Redis.from_url(lab.redis_url)
+    first, last = client.xrange("book:items", count=1), client.xrevrange("book:items", count=1)
+    count = client.xlen("book:items")
+    client.close()
+    ms = int(last[0][0].split(b"-")[0]) - int(first[0][0].split(b"-")[0])
+    return (count - 1) / max(ms / 1000, 0.001)
+
+
+def assert_every_book_once(lab: Lab, books: int) -> None:
+    items, _ = export(lab.redis_url, lab.tmp / "books.jsonl")
+    assert sorted(item["id"] for item in items) == sorted(Catalogue(books, seed=7).ids)
+
+
+def all_tokens(pool_url: str) -> None:
+    """Wait until the account pool holds a token per account: its logins are done (they count
+    against the site's limit of this address)."""
+
+    def count() -> int:
+        resp = httpx.get(
+            f"{pool_url}/demosite/count", headers={"X-API-Key": ACCOUNT_KEY}, trust_env=False
+        )
+        return int(resp.json()["count"])
+
+    wait_until(lambda: count() >= len(ACCOUNTS), "a token per account", timeout=30)
+
+
+def two_workers(lab: Lab, env: dict[str, str], *settings: str) -> list[dict[str, object]]:
+    workers = [
+        lab.start_worker(f"worker{i}", env, *CRAWL_SETTINGS, *CHAPTER, *settings) for i in (1, 2)
+    ]
+    stats = wait_workers(workers)
+    assert all(int(str(s.get("response_received_count", 0))) > 0 for s in stats)  # both worked
+    return stats
+
+
+def test_three_proxies_at_20_per_second_each_are_used_without_bans(lab: Lab) -> None:
+    books = 300
+    lab.start_demosite("--rate-limit", "20", "--ban-seconds", "10", books=books)
+    lab.start_proxies()
+    env = lab.crawl_env(lab.start_proxypool(), lab.start_accountpool("--no-tester"))
+    lab.admin_delete("/api/admin/stats")
+    # 18/s per pair (the book project's default): at most ceil(18 * 1) + 1 = 19 requests in any
+    # second through one proxy, under the site's 20
+    stats = two_workers(lab, env, "POLITENESS_RATE=18", "POLITENESS_MAX_RATE=18")
+    assert_every_book_once(lab, books)
+    site = lab.admin("/api/admin/stats")
+    responses = total(stats, "response_received_count")
+    banned = total(stats, "politeness/responses/banned")
+    assert banned <= 0.01 * responses, (banned, responses, site)
+    clients = site["book_requests"]
+    assert isinstance(clients, dict) and set(clients) == {"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+    # the frontier paced nearly every request; the middleware the few others (late ones)
+    assert total(stats, "politeness/slots/scheduler") >= 0.8 * responses
+    assert total(stats, "proxy/report/banned") == 0  # a site's ban is not the proxy's fault
+    rate = items_per_second(lab)
+    print(
+        f"\npoliteness, 3 proxies x 20/s: {books} books at {rate:.1f} books/s "
+        f"({rate / 60:.2f} of the 60/s limit), {responses} responses, {banned} banned, "
+        f"site bans {site['bans']}"
+    )
+
+
+def test_no_proxies_two_workers_keep_under_the_sites_limit(lab: Lab) -> None:
+    books = 60
+    lab.start_demosite("--rate-limit", "5", "--ban-seconds", "10", books=books)
+    accountpool = lab.start_accountpool("--no-tester")
+    env = lab.crawl_env("", accountpool)
+    all_tokens(accountpool)
+    lab.admin_delete("/api/admin/stats")  # the account pool's logins came from this address too
+    # the budget's bound: at most ceil(rate * W) + burst requests in any W seconds, so 4/s with
+    # a burst of 1 never puts 6 requests into one of the site's 1-second windows
+    stats = two_workers(lab, env, "POLITENESS_RATE=4", "POLITENESS_MAX_RATE=4")
+    assert_every_book_once(lab, books)
+    site = lab.admin("/api/admin/stats")
+    assert site["bans"] == 0, site
+    assert total(stats, "politeness/responses/banned") == 0
+    pages = sum(int(v) for v in dict(site["book_requests"]).values())  # type: ignore[call-overload]
+    print(
+        f"\npoliteness, no proxies, site at 5/s: {pages} pages, "
+        f"{items_per_second(lab):.2f} books/s, site bans {site['bans']}"
+    )
+
+
+def test_a_sites_ban_cools_the_pair_down_and_spares_the_proxy(lab: Lab) -> None:
+    books = 120
+    lab.start_demosite("--rate-limit", "20", "--ban-seconds", "2", books=books)
+    lab.start_proxies()
+    env = lab.crawl_env(lab.start_proxypool(), lab.start_accountpool("--no-tester"))
+    # a budget above the site's limit: the site bans, the pacer backs off and cools pairs down
+    too_fast = ("POLITENESS_RATE=40", "POLITENESS_MAX_RATE=40", "POLITENESS_COOLDOWN=2")
+    stats = two_workers(lab, env, *too_fast)
+    assert_every_book_once(lab, books)
+    site = lab.admin("/api/admin/stats")
+    assert int(str(site["bans"])) >= 1
+    assert total(stats, "politeness/responses/banned") >= 1
+    assert total(stats, "proxy/banned") >= 1
+    assert total(stats, "proxy/retry/count") >= total(stats, "proxy/banned")
+    # the site's word about one (proxy, site) pair: no proxy reported, none quarantined
+    assert total(stats, "proxy/report/banned") == 0
+    assert all("httperror/response_ignored_count" not in s for s in stats)
+
+
+def test_a_killed_worker_loses_none_of_the_requests_it_was_pacing(lab: Lab) -> None:
+    """SIGKILL while requests wait in the worker's politeness lookahead: they are leased, so
+    they come back to the queue and the other worker crawls them."""
+    books = 60
+    lab.start_demosite(books=books)
+    env = lab.crawl_env("", lab.start_accountpool("--no-tester"))
+    paced = ("POLITENESS_RATE=10", "POLITENESS_MAX_RATE=10", "POLITENESS_LOOKAHEAD=40")
+    leases = ("SCHEDULER_LEASE_TIMEOUT=3", "SCHEDULER_HEARTBEAT_INTERVAL=0.5")
+    settings = (*CRAWL_SETTINGS, *CHAPTER, *paced, *leases)
+    victim, _ = lab.start_worker("victim", env, *settings)
+    wait_items(lab.redis_url, 10)
+    victim.kill()
+    victim.wait()
+    stats = wait_workers([lab.start_worker("survivor", env, *settings)])[0]
+    assert_every_book_once(lab, books)
+    assert int(str(stats.get("scheduler/requeued", 0))) >= 1  # the victim's leases came back
+
+
+def test_a_bad_budget_setting_stops_the_worker_at_start_with_one_line(lab: Lab) -> None:
+    env = lab.crawl_env("", "")  # no site, no pools: the check comes before any request
+    proc, _ = lab.start_worker("bad", env, "POLITENESS_KEY=url")
+    assert proc.wait(timeout=60) != 0
+    log = (lab.tmp / "bad.log").read_text()
+    assert (
+        "Politeness cannot start: POLITENESS_KEY must be one of host, domain, ip, got 'url'" in log
+    )

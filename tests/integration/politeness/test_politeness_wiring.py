@@ -1,0 +1,151 @@
+"""The pacer wired into a crawl, on a real redis-server with an injected clock: the frontier
+scheduler serves keys by their next slot (looking further into the queue, keeping order within a
+key, keeping its leases), and the PolitenessMiddleware gives slots, records bans and reads
+robots.txt's Crawl-delay. Components are built the way Scrapy builds them (get_crawler)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+import redis
+from scrapy import Request, Spider
+from scrapy.http import TextResponse
+from scrapy.utils.test import get_crawler
+
+from crawlfleet.frontier.scheduler import Scheduler
+from crawlfleet.politeness.budget import Budget
+from crawlfleet.politeness.middleware import PolitenessMiddleware
+from crawlfleet.politeness.pacer import META_KEY, META_SLOT, Pacer
+
+MIDDLEWARE = {"crawlfleet.politeness.middleware.PolitenessMiddleware": 750}
+
+
+class SiteSpider(Spider):
+    name = "site"
+
+
+class Clock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def settings(redis_url: str, **extra: object) -> dict[str, object]:
+    return {
+        "REDIS_URL": redis_url,
+        "DOWNLOADER_MIDDLEWARES": MIDDLEWARE,
+        "SCHEDULER_HEARTBEAT_INTERVAL": 10,
+        "POLITENESS_RATE": 1,
+        "POLITENESS_MAX_RATE": 1,
+        "POLITENESS_LEASE_SIZE": 1,
+        **extra,
+    }
+
+
+def with_clock(pacer: Pacer | None, clock: Clock) -> Pacer:
+    assert pacer is not None
+    return Pacer(Budget(pacer.budget.client, pacer.config, clock=clock))
+
+
+@pytest.fixture
+def scheduler(redis_url: str) -> Iterator[Scheduler]:
+    crawler = get_crawler(
+        SiteSpider, settings(redis_url, SCHEDULER_PREFETCH=2, POLITENESS_LOOKAHEAD=4)
+    )
+    crawler.spider = crawler._create_spider()
+    built = Scheduler.from_crawler(crawler)
+    built.open(crawler.spider)
+    yield built
+    built._stop_loops()
+
+
+def test_the_scheduler_serves_the_key_that_is_due_and_keeps_order_within_a_key(
+    scheduler: Scheduler, redis_client: redis.Redis
+) -> None:
+    clock = Clock()
+    scheduler.pacer = with_clock(scheduler.pacer, clock)
+    for name, priority in (("a1", 5), ("a2", 4), ("a3", 3), ("b1", 0)):
+        host = name[0]
+        scheduler.enqueue_request(Request(f"http://{host}.example/{name}", priority=priority))
+    first = scheduler.next_request()
+    assert first is not None and first.url.endswith("/a1")
+    assert first.meta[META_SLOT] == "a.example"
+    # a.example's next slot is a second away: the scheduler looks further and serves b.example
+    second = scheduler.next_request()
+    assert second is not None and second.url.endswith("/b1")
+    assert scheduler.next_request() is None
+    assert scheduler._wake_call is not None and scheduler._wake_call.active()
+    assert [lease.request.url[-2:] for lease in scheduler._buffer if lease.request] == ["a2", "a3"]
+    # the waiting requests stay leased to this worker
+    held = {k.decode() for k in redis_client.hkeys(scheduler.keys.leases(scheduler.worker))}
+    assert {lease.lease_id for lease in scheduler._buffer} <= held
+    handed = []
+    for _ in range(2):
+        clock.now += 1.0
+        request = scheduler.next_request()
+        assert request is not None
+        handed.append(request.url[-2:])
+        assert scheduler.next_request() is None
+    assert handed == ["a2", "a3"]
+
+
+def test_without_the_middleware_the_scheduler_does_not_pace(redis_url: str) -> None:
+    crawler = get_crawler(SiteSpider, {**settings(redis_url), "DOWNLOADER_MIDDLEWARES": {}})
+    crawler.spider = crawler._create_spider()
+    built = Scheduler.from_crawler(crawler)
+    assert built.pacer is None
+
+
+def middleware(redis_url: str, clock: Clock, **extra: object) -> PolitenessMiddleware:
+    crawler = get_crawler(SiteSpider, settings(redis_url, **extra))
+    crawler.spider = crawler._create_spider()
+    mw = PolitenessMiddleware.from_crawler(crawler)
+    mw.pacer = with_clock(mw.pacer, clock)
+    return mw
+
+
+def stat(mw: PolitenessMiddleware, name: str) -> int:
+    return int(mw.stats.get_value(f"politeness/{name}", 0))
+
+
+def test_the_middleware_takes_slots_for_requests_without_a_valid_one(redis_url: str) -> None:
+    clock = Clock()
+    mw = middleware(redis_url, clock)
+    fresh = Request("http://c.example/1")
+    Pacer.mark(fresh, "c.example", None, until=clock.now + 1)
+    asyncio.run(mw.process_request(fresh))
+    assert stat(mw, "slots/scheduler") == 1 and fresh.meta[META_KEY] == "c.example"
+    # a scheduler slot whose window passed (the request waited elsewhere): a new slot is taken
+    late = Request("http://d.example/1")
+    Pacer.mark(late, "d.example", None, until=clock.now - 0.1)
+    asyncio.run(mw.process_request(late))
+    assert (stat(mw, "slots/stale"), stat(mw, "slots/middleware")) == (1, 1)
+    # no slot at all (robots.txt, engine.download): taken here too
+    asyncio.run(mw.process_request(Request("http://e.example/robots.txt")))
+    assert stat(mw, "slots/middleware") == 2
+
+
+def test_the_middleware_records_bans_and_reads_crawl_delay(redis_url: str) -> None:
+    clock = Clock()
+    mw = middleware(redis_url, clock, ROBOTSTXT_OBEY=True)
+    proxy = "http://127.0.0.1:9001"
+    banned = Request("http://f.example/1", meta={"proxy": proxy})
+    asyncio.run(mw.process_request(banned))
+    key = banned.meta[META_KEY]
+    assert key == f"f.example@{proxy}"
+    response = TextResponse(banned.url, status=429, headers={"Retry-After": "5"}, request=banned)
+    assert mw.process_response(banned, response) is response
+    state = mw.pacer.budget.state(key)
+    assert state.bans == 1 and state.cooldown == pytest.approx(mw.pacer.config.cooldown)
+    assert stat(mw, "responses/banned") == 1
+    robots = Request("http://f.example/robots.txt")
+    asyncio.run(mw.process_request(robots))
+    body = b"User-agent: *\nCrawl-delay: 4\nDisallow: /private\n"
+    mw.process_response(robots, TextResponse(robots.url, body=body, request=robots))
+    assert mw.pacer.budget.state("f.example").cap == pytest.approx(0.25)
+    assert mw.stats.get_value("politeness/crawl_delay/f.example") == 4.0
+    assert stat(mw, "responses/ok") == 1
