@@ -14,6 +14,9 @@ Where the numbers come from (keys: docs/reference/redis-keys.md):
 * keys of the operator tools: ``<spider>:paused`` (``crawlfleet pause``), per-worker time series
   and Scrapy stats under ``<spider>:ops:`` (``crawlfleet.extensions.workerstats``) and the
   queue-depth series (the dashboard's sampler);
+* the politeness budget's keys (``crawlfleet.politeness``): the most recently used state hashes
+  of ``<spider>:politeness:index`` and the recent bans (``<spider>:politeness:bans``), two more
+  round trips, and a PING's round trip for the hub (:func:`bound_by` says which limit binds);
 * the pools' ``/count`` endpoints, when their URLs are configured.
 """
 
@@ -217,6 +220,266 @@ def _count_of(url: str, api_key: str, parse: Any) -> dict[str, Any]:
     return entry
 
 
+# -- the hub -----------------------------------------------------------------------------------
+
+
+class HubProbe:
+    """Remembers Redis's CPU time between snapshots, so that a watching reader (``status
+    --watch``, the dashboard) sees the share of a core Redis used since its previous look."""
+
+    def __init__(self) -> None:
+        self._last: tuple[float, float] | None = None  # (monotonic s, CPU s) of the last look
+        self._share: float | None = None
+
+    def cpu(self, client: redis.Redis) -> float | None:
+        """Redis's CPU seconds per second since the previous call at least a second ago (None:
+        the first call, or ``INFO`` refused by the user's ACL)."""
+        try:
+            info = client.info("cpu")
+            used = float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+        except (redis.ResponseError, KeyError, TypeError, ValueError):
+            return None
+        now = time.monotonic()
+        last = self._last
+        if last is not None and now - last[0] < 1.0:
+            return self._share
+        self._last = (now, used)
+        self._share = None if last is None else round(max(used - last[1], 0.0) / (now - last[0]), 3)
+        return self._share
+
+
+def hub_health(client: redis.Redis, probe: HubProbe | None = None) -> dict[str, Any]:
+    """``{"rtt_ms": the round trip of one PING, "cpu": HubProbe.cpu or None}``.
+
+    Redis runs one command at a time: when its CPU is saturated, or a slow command or script
+    holds it, every client's round trip grows; so the PING's round trip is the signal any reader
+    can measure (also the dashboard's ACL user, which may not run ``INFO``).
+    """
+    start = time.perf_counter()
+    client.ping()
+    rtt = (time.perf_counter() - start) * 1000
+    return {"rtt_ms": round(rtt, 3), "cpu": probe.cpu(client) if probe is not None else None}
+
+
+# -- politeness --------------------------------------------------------------------------------
+
+# Keys read per crawl: the most recently used ones of the politeness index.
+POLITENESS_KEYS = 50
+# A key leased or banned within ACTIVE_WINDOW seconds is active; bans are counted over the last
+# BAN_WINDOW seconds (the ban record keeps ten minutes).
+ACTIVE_WINDOW = 60.0
+BAN_WINDOW = 300.0
+# A key is "full" when its clean responses per second reach NEAR_BUDGET of its budget; while
+# its window is younger than OBSERVE_MIN seconds (no rate yet), when its next free slot lies
+# less than max(one interval, SLOT_SLACK) seconds in the past (every slot up to now was taken).
+# Slots alone do not say it: a worker that cannot keep up leases slots and drops them.
+NEAR_BUDGET = 0.8
+SLOT_SLACK = 0.5
+OBSERVE_MIN = 1.0
+# The hub binds when a PING takes HUB_SLOW_MS or more, or Redis uses HUB_BUSY_CPU of a core.
+HUB_SLOW_MS = 20.0
+HUB_BUSY_CPU = 0.9
+# Garbage state hashes: at most this many warnings per crawl (the rest are counted).
+MAX_WARNINGS = 5
+# Key states that mean the site holds the key back.
+SITE_BOUND = ("full", "cooling", "banned")
+_STATE_FIELDS = ("tat", "rate", "cap", "cool", "window", "oks", "bans", "banned")
+_NEVER = -1e14  # the scripts write -1e15 for "never used / never banned"
+
+
+class BadKeyState(ValueError):
+    """A politeness state hash whose field is not a finite number (the message names both)."""
+
+
+def _state_fields(key: str, raw: dict[str, str]) -> dict[str, float]:
+    fields: dict[str, float] = {}
+    for name in _STATE_FIELDS:
+        if name not in raw:
+            continue
+        try:
+            value = float(raw[name])
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise BadKeyState(f"politeness key {key!r}: field {name!r} = {raw[name][:40]!r}")
+        fields[name] = value
+    return fields
+
+
+def politeness_key(
+    key: str, raw: dict[str, str], now_ms: float, used_ms: float, recent_bans: int
+) -> dict[str, Any]:
+    """One key's row (``politeness.keys[]`` of ``status --json``) from its state hash at
+    ``now_ms`` (the scripts' clock); :class:`BadKeyState` when a field is not a number."""
+    f = _state_fields(key, raw)
+    rate = f.get("rate", 0.0) if f.get("rate", 0.0) > 0 else None
+    cap = f.get("cap", 0.0) if f.get("cap", 0.0) > 0 else None
+    budget = min(r for r in (rate, cap) if r is not None) if rate or cap else None
+    tat = f.get("tat", _NEVER)
+    next_slot = (tat - now_ms) / 1000 if tat > _NEVER else None
+    cooldown = max(f.get("cool", 0.0) - now_ms, 0.0) / 1000
+    elapsed = (now_ms - f.get("window", 0.0)) / 1000
+    observed = (
+        f.get("oks", 0.0) / elapsed if f.get("window", 0.0) > 0 and elapsed >= OBSERVE_MIN else None
+    )
+    banned = f.get("banned", _NEVER)
+    ban_age = (now_ms - banned) / 1000 if banned > _NEVER else None
+    idle = (now_ms - used_ms) / 1000
+    if idle > ACTIVE_WINDOW:
+        state = "idle"
+    elif cooldown > 0:
+        state = "cooling"
+    elif ban_age is not None and ban_age <= ACTIVE_WINDOW:
+        state = "banned"
+    elif budget is not None and (
+        observed >= NEAR_BUDGET * budget
+        if observed is not None
+        else next_slot is not None and next_slot > -max(1 / budget, SLOT_SLACK)
+    ):
+        state = "full"
+    else:
+        state = "slack"
+    site, _, proxy = key.partition("@")
+    return {
+        "key": key,
+        "site": site,
+        "proxy": proxy or None,
+        "state": state,
+        "budget": _round(budget),
+        "rate": _round(rate),
+        "cap": _round(cap),
+        "observed": _round(observed),
+        "next_slot": _round(next_slot),
+        "cooldown": round(cooldown, 2),
+        "bans": int(f.get("bans", 0)),
+        "bans_recent": recent_bans,
+        "last_ban_age": _round(ban_age),
+        "idle": round(idle, 2),
+    }
+
+
+def bound_by(
+    keys: Sequence[dict[str, Any]],
+    *,
+    waiting: int,
+    workers_alive: int,
+    paused: bool,
+    hub: dict[str, Any] | None,
+) -> tuple[str, str]:
+    """Which limit binds the crawl now, and why: ``(verdict, one-line reason)``, in this order:
+
+    ``none`` nothing waits (no queued, start-URL or leased request) or the crawl is paused;
+    ``hub`` a PING took HUB_SLOW_MS or more, or Redis used HUB_BUSY_CPU of a core;
+    ``site`` at least half of the active keys are full, cooling down or banned: add proxies;
+    ``workers`` otherwise (keys below their budget while requests wait): add worker hosts.
+    """
+    if paused:
+        return "none", "paused"
+    if waiting <= 0:
+        return "none", "idle: no request waits"
+    if hub is not None:
+        cpu = hub.get("cpu")
+        if hub["rtt_ms"] >= HUB_SLOW_MS:
+            return "hub", f"Redis answers a PING in {hub['rtt_ms']:.0f} ms: relieve the hub"
+        if cpu is not None and cpu >= HUB_BUSY_CPU:
+            return "hub", f"Redis uses {cpu:.0%} of a core: relieve the hub"
+    if not workers_alive:
+        return "workers", f"{waiting:,} requests wait and no worker is alive: start workers"
+    active = [k for k in keys if k["state"] != "idle"]
+    held = [k for k in active if k["state"] in SITE_BOUND]
+    if active and 2 * len(held) >= len(active):
+        states = ", ".join(
+            f"{sum(1 for k in held if k['state'] == s)} {s}"
+            for s in SITE_BOUND
+            if any(k["state"] == s for k in held)
+        )
+        return "site", f"{len(held)} of {len(active)} active keys held ({states}): add proxies"
+    slack = len(active) - len(held)
+    return "workers", (
+        f"{slack} of {len(active)} active keys below their budget while requests wait: add hosts"
+        if active
+        else "requests wait, no key paced: add hosts"
+    )
+
+
+def _recent_bans(rows: Any, prefix: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for member in rows if isinstance(rows, list) else []:
+        _, _, state = _s(member).partition(" ")
+        if state.startswith(prefix):
+            key = state[len(prefix) :]
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def politeness_snapshot(
+    client: redis.Redis,
+    namespace: str,
+    now_ms: float,
+    *,
+    waiting: int = 0,
+    workers_alive: int = 0,
+    paused: bool = False,
+    hub: dict[str, Any] | None = None,
+    limit: int = POLITENESS_KEYS,
+) -> dict[str, Any]:
+    """The ``politeness`` section of a crawl (two pipelined round trips): its ``limit`` most
+    recently used keys (``namespace`` is ``POLITENESS_NAMESPACE``), and :func:`bound_by`.
+
+    ``now_ms`` is the scripts' clock (Redis ``TIME``; a test's injected clock). A state hash with
+    a field that is not a number is left out and named in ``warnings``.
+    """
+    k = SpiderKeys(namespace)
+    prefix = k.politeness("")
+    pipe = client.pipeline(transaction=False)
+    pipe.zrevrange(k.politeness_index, 0, limit - 1, withscores=True)
+    pipe.zcard(k.politeness_index)
+    pipe.zrangebyscore(k.politeness_bans, now_ms - BAN_WINDOW * 1000, "+inf")
+    index, total, ban_rows = pipe.execute(raise_on_error=False)
+    used = [(_s(m), float(t)) for m, t in index] if isinstance(index, list) else []
+    bans = _recent_bans(ban_rows, prefix)
+    pipe = client.pipeline(transaction=False)
+    for name, _ in used:
+        pipe.hgetall(name)
+    hashes = pipe.execute(raise_on_error=False) if used else []
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    skipped = 0
+    for (name, used_ms), raw in zip(used, hashes, strict=True):
+        key = name[len(prefix) :] if name.startswith(prefix) else ""
+        problem = None if key else f"politeness index member {name[:80]!r} is not a state hash"
+        if key and isinstance(raw, Exception):  # a key of another type
+            problem = f"politeness key {key!r}: {str(raw)[:80]}; key skipped"
+        elif key:
+            if not raw:
+                continue  # expired since its last use (the index is trimmed once a window)
+            try:
+                rows.append(
+                    politeness_key(key, _decode_hash(raw), now_ms, used_ms, bans.get(key, 0))
+                )
+            except BadKeyState as exc:
+                problem = f"{exc} is not a number; key skipped"
+        if problem:
+            skipped += 1
+            if len(warnings) < MAX_WARNINGS:
+                warnings.append(problem)
+    if skipped > len(warnings):
+        warnings.append(f"{skipped - len(warnings)} more politeness keys skipped")
+    verdict, reason = bound_by(
+        rows, waiting=waiting, workers_alive=workers_alive, paused=paused, hub=hub
+    )
+    return {
+        "namespace": namespace,
+        "bound": verdict,
+        "reason": reason,
+        "keys_total": total if isinstance(total, int) else None,
+        "keys_active": sum(1 for r in rows if r["state"] != "idle"),
+        "bans_recent": sum(bans.values()),
+        "keys": rows,
+        "warnings": warnings,
+    }
+
+
 # -- one spider --------------------------------------------------------------------------------
 
 
@@ -292,11 +555,13 @@ def spider_snapshot(
     with_series: bool = False,
     with_scrapy: bool = False,
     dupefilter_cache: DupefilterCache | None = None,
+    hub: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every number of one spider's crawl (the ``spiders[]`` entry of ``status --json``).
 
     ``with_series`` adds ``series`` (the dashboard's charts: queue depth and per-worker
     throughput over the last hour); ``with_scrapy`` adds each worker's Scrapy stats (metrics).
+    ``hub`` is :func:`hub_health` for the politeness verdict (None: one PING measures it).
     """
     k = SpiderKeys(spider)
     pipe = client.pipeline(transaction=False)
@@ -441,6 +706,16 @@ def spider_snapshot(
         "counters": {k: _int(stats.get(k)) for k in FRONTIER_COUNTERS},
         "time": round(now, 3),
     }
+    waiting = sum(result[f] or 0 for f in ("queued", "start_urls", "leased"))
+    result["politeness"] = politeness_snapshot(
+        client,
+        spider,
+        now * 1000,
+        waiting=waiting,
+        workers_alive=result["workers_alive"],
+        paused=result["paused"],
+        hub=hub if hub is not None else hub_health(client),
+    )
     if with_series:
         result["series"] = {
             "queue": [[t, *v[:2]] for t, v in queue_samples if t >= now - HISTORY and len(v) >= 2],
@@ -462,13 +737,17 @@ def snapshot(
     with_series: bool = False,
     with_scrapy: bool = False,
     dupefilter_cache: DupefilterCache | None = None,
+    hub_probe: HubProbe | None = None,
 ) -> dict[str, Any]:
-    """The whole view (``status --json``): every (or the given) spider, and the pool sizes."""
+    """The whole view (``status --json``): every (or the given) spider, the hub's round trip
+    (and CPU share, with a ``hub_probe`` that saw an earlier snapshot), and the pool sizes."""
     names = list(spiders) if spiders else discover_spiders(client)
+    hub = hub_health(client, hub_probe)
     return {
         "schema": SCHEMA_VERSION,
         "time": round(time.time(), 3),
         "redis": mask_url(url),
+        "hub": hub,
         "spiders": [
             spider_snapshot(
                 client,
@@ -476,6 +755,7 @@ def snapshot(
                 with_series=with_series,
                 with_scrapy=with_scrapy,
                 dupefilter_cache=dupefilter_cache,
+                hub=hub,
             )
             for name in names
         ],

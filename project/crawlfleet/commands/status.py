@@ -2,9 +2,10 @@
 
 Per spider: queued, leased (per worker), acknowledged, failed, dead letters, items, pages per
 minute per worker over the last minute, Bloom filter fill and estimated false-positive rate,
-pool sizes, live workers with their heartbeat age. ``--watch`` redraws in place (rich) with a
-progress bar toward the spider's known total; ``--json`` prints the documented, stable schema
-(docs/reference/status-json.md), one object per snapshot.
+pool sizes, live workers with their heartbeat age, and the politeness keys with the limit that
+binds the crawl now (site, workers, hub or none: ``clusterview.bound_by``). ``--watch`` redraws
+in place (rich) with a progress bar toward the spider's known total; ``--json`` prints the
+documented, stable schema (docs/reference/status-json.md), one object per snapshot.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ from crawlfleet.commands.opsargs import (
     run_guarded,
 )
 from crawlfleet.redisconn import RedisUrlError, validate_url
+
+# Politeness keys listed per crawl (``--json`` has clusterview.POLITENESS_KEYS of them).
+STATUS_KEYS = 10
+_BOUND_STYLE = {"none": "dim", "workers": "cyan", "site": "yellow", "hub": "red"}
+_STATE_STYLE = {"full": "yellow", "cooling": "red", "banned": "red", "idle": "dim"}
 
 
 def add_parser(subparsers: Any) -> None:
@@ -82,7 +88,7 @@ def render_spider(view: dict[str, Any]) -> Group:
         )
     else:
         dupe = f"{df['class'] or '-'}: {_fmt(df['fingerprints'])} fingerprints"
-    rows = [
+    rows: list[tuple[str, str | Text]] = [
         ("queued", f"{_fmt(view['queued'])}  (+{_fmt(view['start_urls'])} start URLs waiting)"),
         ("leased", _fmt(view["leased"])),
         ("acknowledged", _fmt(view["acked"])),
@@ -92,6 +98,10 @@ def render_spider(view: dict[str, Any]) -> Group:
         ("pages/min", _fmt(view["pages_per_minute"])),
         ("dupefilter", dupe),
     ]
+    pol = view["politeness"]
+    rows.append(
+        ("limit", Text(f"{pol['bound']} — {pol['reason']}", style=_BOUND_STYLE[pol["bound"]]))
+    )
     for name, value in rows:
         table.add_row(name, value)
     total, items = view["total"], view["items"]
@@ -100,9 +110,36 @@ def render_spider(view: dict[str, Any]) -> Group:
         bar = Table.grid(padding=(0, 1))
         bar.add_row(ProgressBar(total=total, completed=done, width=40), f"{done:,}/{total:,}")
         table.add_row("progress", bar)
-    if not view["workers"]:
-        return Group(table)
-    return Group(table, _workers_table(view["workers"]))
+    parts: list[Any] = [table]
+    if view["workers"]:
+        parts.append(_workers_table(view["workers"]))
+    if pol["keys"]:
+        parts.append(_keys_table(pol))
+    parts.extend(Text(f"warning: {w}", style="yellow") for w in pol["warnings"])
+    return Group(*parts)
+
+
+def _keys_table(pol: dict[str, Any]) -> Table:
+    """The politeness keys, most recently used first (STATUS_KEYS of them)."""
+    table = Table(box=None, pad_edge=False, header_style="dim")
+    columns = ("site", "proxy", "state", "budget/s", "clean/s", "cap/s", "cool-down", "bans 5m")
+    for column in columns:
+        table.add_column(column, justify="left" if column in columns[:3] else "right")
+    for k in pol["keys"][:STATUS_KEYS]:
+        table.add_row(
+            k["site"],
+            k["proxy"] or "-",
+            Text(k["state"], style=_STATE_STYLE.get(k["state"], "")),
+            _fmt(k["budget"], 2),
+            _fmt(k["observed"], 2),
+            _fmt(k["cap"], 2),
+            _age(k["cooldown"]) if k["cooldown"] else "-",
+            _fmt(k["bans_recent"]),
+        )
+    more = len(pol["keys"]) - STATUS_KEYS
+    if more > 0:
+        table.add_row(f"… {more} more (--json)", "", "", "", "", "", "", "")
+    return table
 
 
 def _workers_table(workers: list[dict[str, Any]]) -> Table:
@@ -149,6 +186,9 @@ def render(view: dict[str, Any]) -> Group:
     for spider in view["spiders"]:
         parts.append(Text(""))
         parts.append(render_spider(spider))
+    hub = view["hub"]
+    cpu = "" if hub["cpu"] is None else f", CPU {hub['cpu']:.0%} of a core"
+    parts.append(Text(f"hub: PING {hub['rtt_ms']:.1f} ms{cpu}", style="dim"))
     pools = view["pools"]
     if pools:
         parts.append(Text(""))
@@ -188,9 +228,13 @@ def _run(args: argparse.Namespace) -> int:
     pools = pool_config(args)
     # --watch redraws often; the Bloom filter's figures are refreshed every 30 s.
     dupes = clusterview.DupefilterCache()
+    # --watch: Redis's CPU share since the previous snapshot (null in a single one).
+    probe = clusterview.HubProbe()
 
     def take() -> dict[str, Any]:
-        return clusterview.snapshot(client, args.redis_url, spiders, pools, dupefilter_cache=dupes)
+        return clusterview.snapshot(
+            client, args.redis_url, spiders, pools, dupefilter_cache=dupes, hub_probe=probe
+        )
 
     if not args.watch:
         view = take()

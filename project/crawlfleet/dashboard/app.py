@@ -85,6 +85,7 @@ class Dashboard:
         self._pools: dict[str, Any] = {}
         self._pools_at = -POOLS_EVERY
         self.dupes = clusterview.DupefilterCache()
+        self.hub_probe = clusterview.HubProbe()
         self._view: dict[str, Any] | None = None
         self._view_at = 0.0
         self._lock = asyncio.Lock()
@@ -108,13 +109,15 @@ class Dashboard:
 
     def build(self, *, with_series: bool, with_scrapy: bool = False) -> dict[str, Any]:
         """A fresh view (runs in a worker thread)."""
-        # Even with no spider to read (cached discovery), an unreachable Redis must show.
-        self.client.ping()
+        # Even with no spider to read (cached discovery), an unreachable Redis must show: the
+        # hub's PING comes first.
+        hub = clusterview.hub_health(self.client, self.hub_probe)
         names = self.spiders()
         view = {
             "schema": clusterview.SCHEMA_VERSION,
             "time": round(time.time(), 3),
             "redis": self.where,
+            "hub": hub,
             "spiders": [
                 clusterview.spider_snapshot(
                     self.client,
@@ -122,6 +125,7 @@ class Dashboard:
                     with_series=with_series,
                     with_scrapy=with_scrapy,
                     dupefilter_cache=self.dupes,
+                    hub=hub,
                 )
                 for name in names
             ],

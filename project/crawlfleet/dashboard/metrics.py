@@ -1,7 +1,9 @@
 """Prometheus text for the dashboard's ``/metrics``: the cluster view rendered as metric families.
 
 Everything comes from one :func:`crawlfleet.clusterview.snapshot` taken at scrape time (with
-the workers' Scrapy stats), so Prometheus scrapes the hub alone: workers open no port.
+the workers' Scrapy stats), so Prometheus scrapes the hub alone: workers open no port. Politeness
+keys get series only for the METRIC_KEYS most recently used keys of each crawl, so the label
+cardinality stays bounded however many hosts and proxies a crawl meets.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from crawlfleet.clusterview import SITE_BOUND
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -35,6 +39,17 @@ _WORKER_GAUGES = (
     ("heartbeat_age", "crawlfleet_worker_heartbeat_age_seconds", "Seconds since its heartbeat"),
     ("pages_per_minute", "crawlfleet_worker_pages_per_minute", "Pages per minute, last minute"),
     ("items_per_minute", "crawlfleet_worker_items_per_minute", "Items per minute, last minute"),
+)
+# Politeness: per crawl, the verdicts; per key (labels site, proxy), these fields.
+METRIC_KEYS = 20
+BOUNDS = ("none", "workers", "site", "hub")
+_KEY_GAUGES = (
+    ("budget", "crawlfleet_politeness_budget", "Requests/s the key's slots are handed out at"),
+    ("rate", "crawlfleet_politeness_rate", "The key's adaptive rate (requests/s)"),
+    ("cap", "crawlfleet_politeness_cap", "robots.txt Crawl-delay cap (requests/s)"),
+    ("observed", "crawlfleet_politeness_clean_rate", "Clean responses/s in the key's window"),
+    ("cooldown", "crawlfleet_politeness_cooldown_seconds", "Seconds of cool-down left"),
+    ("bans_recent", "crawlfleet_politeness_recent_bans", "Ban signals in the last five minutes"),
 )
 
 
@@ -83,6 +98,20 @@ class ViewCollector(Collector):
                 events.add_metric([s["spider"], _event(counter)], value)
         families.append(events)
         families.extend(self._workers(spiders))
+        families.extend(self._politeness(spiders))
+        hub = self.view.get("hub")
+        if hub is not None:
+            rtt = GaugeMetricFamily(
+                "crawlfleet_hub_rtt_seconds", "Round trip of one PING to the hub's Redis"
+            )
+            rtt.add_metric([], hub["rtt_ms"] / 1000)
+            families.append(rtt)
+            if hub["cpu"] is not None:
+                cpu = GaugeMetricFamily(
+                    "crawlfleet_hub_cpu_ratio", "Redis CPU seconds per second since the last look"
+                )
+                cpu.add_metric([], float(hub["cpu"]))
+                families.append(cpu)
         pool = GaugeMetricFamily(
             "crawlfleet_pool_available", "Pool size from /count", labels=["pool"]
         )
@@ -125,6 +154,43 @@ class ViewCollector(Collector):
                 for stat, value in w.get("scrapy", {}).items():
                     scrapy.add_metric([*labels, stat], float(value))
         return [up, *(g for _, g in gauges), events, scrapy]
+
+    @staticmethod
+    def _politeness(spiders: list[dict[str, Any]]) -> list[Metric]:
+        bound = GaugeMetricFamily(
+            "crawlfleet_politeness_bound",
+            "1 for the limit that binds the crawl now (none, workers, site, hub)",
+            labels=["spider", "bound"],
+        )
+        per_spider = [
+            ("keys_total", "crawlfleet_politeness_keys", "Politeness keys in the index"),
+            ("keys_active", "crawlfleet_politeness_keys_active", "Keys used in the last minute"),
+            ("bans_recent", "crawlfleet_politeness_bans_recent", "Bans in the last five minutes"),
+        ]
+        totals = [(f, GaugeMetricFamily(n, t, labels=["spider"])) for f, n, t in per_spider]
+        held = GaugeMetricFamily(
+            "crawlfleet_politeness_held",
+            "1 while the site holds the key back (full, cooling down or banned)",
+            labels=["spider", "site", "proxy"],
+        )
+        gauges = [
+            (f, GaugeMetricFamily(n, t, labels=["spider", "site", "proxy"]))
+            for f, n, t in _KEY_GAUGES
+        ]
+        for s in spiders:
+            pol = s["politeness"]
+            for name in BOUNDS:
+                bound.add_metric([s["spider"], name], 1.0 if pol["bound"] == name else 0.0)
+            for field, g in totals:
+                if pol[field] is not None:
+                    g.add_metric([s["spider"]], float(pol[field]))
+            for k in pol["keys"][:METRIC_KEYS]:
+                labels = [s["spider"], k["site"], k["proxy"] or ""]
+                held.add_metric(labels, 1.0 if k["state"] in SITE_BOUND else 0.0)
+                for field, g in gauges:
+                    if k[field] is not None:
+                        g.add_metric(labels, float(k[field]))
+        return [bound, *(g for _, g in totals), held, *(g for _, g in gauges)]
 
 
 def render(view: dict[str, Any] | None) -> bytes:

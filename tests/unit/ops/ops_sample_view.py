@@ -27,6 +27,41 @@ def worker(wid: str, alive: bool = True, ppm: float | None = 120.5) -> dict[str,
     }
 
 
+def key(name: str, state: str, budget: float | None = 20.0, bans: int = 0) -> dict[str, Any]:
+    site, _, proxy = name.partition("@")
+    return {
+        "key": name,
+        "site": site,
+        "proxy": proxy or None,
+        "state": state,
+        "budget": budget,
+        "rate": budget,
+        "cap": None,
+        "observed": 19.5 if state == "full" else None,
+        "next_slot": 0.2,
+        "cooldown": 12.5 if state == "cooling" else 0.0,
+        "bans": bans,
+        "bans_recent": bans,
+        "last_ban_age": 3.0 if bans else None,
+        "idle": 0.1,
+    }
+
+
+def politeness() -> dict[str, Any]:
+    keys = [key(f"books.test@10.0.0.{i}:3128", "full") for i in range(1, 12)]
+    keys.insert(0, key("books.test@10.0.0.99:3128", "cooling", 10.0, bans=2))
+    return {
+        "namespace": "book",
+        "bound": "site",
+        "reason": "12 of 12 active keys held (11 full, 1 cooling): add proxies",
+        "keys_total": 12,
+        "keys_active": 12,
+        "bans_recent": 2,
+        "keys": keys,
+        "warnings": ["politeness key 'x': field 'rate' = 'zzz' is not a number; key skipped"],
+    }
+
+
 def view() -> dict[str, Any]:
     spider = {
         "spider": "book",
@@ -61,11 +96,13 @@ def view() -> dict[str, Any]:
         },
         "counters": {"scheduler/acked": 200, "dupefilter/filtered": 17},
         "time": 1000.0,
+        "politeness": politeness(),
     }
     return {
         "schema": 1,
         "time": 1000.0,
         "redis": "redis://:***@hub:6379/0",
+        "hub": {"rtt_ms": 0.4, "cpu": 0.25},
         "spiders": [spider],
         "pools": {
             "proxypool": {"url": "http://hub:5555/count", "count": 12, "error": None},
