@@ -9,7 +9,8 @@ proxy and authorization downloader middlewares (clients of the hub's two pools),
 middleware (the cluster's rate budget per site on the hub: ``POLITENESS_*``), the items
 pipeline and the worker stats extension, each configured from the worker environment of the
 fleet: ``REDIS_URL``, ``PROXYPOOL_URL``, ``PROXYPOOL_API_KEY``, ``ACCOUNTPOOL_URL``,
-``ACCOUNTPOOL_API_KEY``, ``ACCOUNTPOOL_SITE``, ``SCHEDULER_QUEUE_CLASS``, ``RABBITMQ_URL``.
+``ACCOUNTPOOL_API_KEY``, ``ACCOUNTPOOL_SITE``, ``SCHEDULER_QUEUE_CLASS``, ``RABBITMQ_URL`` and
+``POLITENESS_SITES`` (the inventory's per-site rates, JSON; see docs/reference/settings.md).
 
 Priorities follow Scrapy's: the add-on sets everything at ``addon`` priority, so whatever the
 project (or the spider, or ``-s``) set explicitly keeps its value; a component the project already
@@ -46,6 +47,8 @@ ENVIRONMENT = (
     "ACCOUNTPOOL_SITE",
     "SCHEDULER_QUEUE_CLASS",
     "RABBITMQ_URL",
+    # per-site politeness rates from the inventory (crawler_politeness_sites), as JSON
+    "POLITENESS_SITES",
 )
 
 # (component priority dict setting, component path, order, the setting naming its URL)

@@ -109,6 +109,21 @@ def test_on_the_fleet_the_environment_wins_over_the_project() -> None:
     assert settings["REDIS_URL"] == "redis://other:6379/0"  # -s still wins
 
 
+def test_on_the_fleet_the_inventory_sets_per_site_politeness_rates() -> None:
+    from crawlfleet.politeness.config import PolitenessConfig
+
+    project = {
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+        "FLEET_ENVIRONMENT_WINS": True,
+        "POLITENESS_SITES": {"books.example": 2},
+    }
+    settings = _applied(project, {**FLEET_ENV, "POLITENESS_SITES": '{"books.example": 9}'})
+    config = PolitenessConfig.from_settings(settings, "book")
+    assert config.limits_for("books.example").rate == 9  # the inventory's word
+    with pytest.raises(ValueError, match="POLITENESS_SITES is not valid JSON"):
+        PolitenessConfig.from_settings(_applied(project, {"POLITENESS_SITES": "{"}), "book")
+
+
 def test_fleet_settings_take_the_project_module_and_add_the_addon(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
