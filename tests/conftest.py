@@ -1,4 +1,5 @@
-"""Shared fixtures: a real redis-server on a free loopback port, started and stopped by pytest;
+"""Shared fixtures: a real redis-server on a free loopback port, started and stopped by pytest
+(valkey-server when CRAWLFLEET_TEST_SERVER=valkey: the ``redis_server_binary`` fixture);
 the frontier's crawl fixtures (tests/support/crawl.py) and its two backends with the session's
 RabbitMQ broker (tests/support/backends.py), registered here once for every test directory."""
 
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, settings
 from support.backends import backend, queue_name, rabbit, rabbit_url
 from support.crawl import site, start_worker
 
-from redis_server import RedisServer, start_redis
+from redis_server import RedisServer, server_binary, start_redis
 
 __all__ = [
     "RedisServer",
@@ -40,9 +41,17 @@ settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+def redis_server_binary() -> str:
+    """The server the fixtures below run: redis-server, or what CRAWLFLEET_TEST_SERVER names."""
+    return server_binary()
+
+
+@pytest.fixture(scope="session")
+def redis_server(
+    tmp_path_factory: pytest.TempPathFactory, redis_server_binary: str
+) -> Iterator[RedisServer]:
     """One redis-server for the session; tests get a flushed database through ``redis_url``."""
-    server = start_redis(tmp_path_factory.mktemp("redis"))
+    server = start_redis(tmp_path_factory.mktemp("redis"), server=redis_server_binary)
     yield server
     server.stop()
 
@@ -65,8 +74,8 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+def own_redis(tmp_path: Path, redis_server_binary: str) -> Iterator[RedisServer]:
     """A private redis-server a test may stop, restart or kill (AOF on, in tmp_path)."""
-    server = start_redis(tmp_path)
+    server = start_redis(tmp_path, server=redis_server_binary)
     yield server
     server.stop()

@@ -9,7 +9,6 @@ answers as one. Nothing here sleeps to wait: every wait polls a condition with a
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -20,6 +19,8 @@ import redis
 from support.net import free_port
 from support.services import start_process, stop_process, wait_listening
 from support.waiting import wait_until
+
+from redis_server import server_binary
 
 SERVICE = "crawl"
 PASSWORD = "sentinel-test-pw-0123"
@@ -131,10 +132,6 @@ class SentinelGroup:
             stop_process(node.process, timeout=5)
 
 
-def _redis_server() -> str:
-    return shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
 def _start(argv: list[str], workdir: Path, port: int, name: str) -> Node:
     log = workdir / f"{name}.log"
     process = start_process(argv, log, cwd=workdir)
@@ -147,7 +144,7 @@ def _data_node(group: SentinelGroup, index: int, primary: int | None) -> Node:
     workdir = group.workdir / f"redis{index}"
     workdir.mkdir(parents=True)
     argv = [
-        _redis_server(),
+        server_binary(),
         "--port", str(port),
         "--bind", "127.0.0.1",
         "--dir", str(workdir),
@@ -181,7 +178,7 @@ def _sentinel(group: SentinelGroup, index: int, primary: int) -> Node:
         f"sentinel failover-timeout {name} {FAILOVER_TIMEOUT_MS}\n"
         f"sentinel parallel-syncs {name} 1\n"
     )
-    return _start([_redis_server(), str(config), "--sentinel"], workdir, port, "sentinel")
+    return _start([server_binary(), str(config), "--sentinel"], workdir, port, "sentinel")
 
 
 def start_sentinel_group(workdir: Path) -> SentinelGroup:

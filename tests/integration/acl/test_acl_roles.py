@@ -24,8 +24,9 @@ from crawlfleet.dashboard.sampler import QueueSampler
 from crawlfleet.redisconn import get_async_redis
 
 SPIDER = "site"
-# NOPERM outside a script; inside one, Redis says the script's user "can't access" a key
-REFUSED = "no permissions|can't access"
+# NOPERM outside a script; inside one, Redis says the script's user "can't access" a key;
+# Valkey 8 says "No permissions to access a key" in both
+REFUSED = "(?i)no permissions|can't access"
 
 
 @pytest.fixture(scope="module")
