@@ -202,6 +202,13 @@ class LabCrawl:
             return int(value)
         return int(self.ssh(host, "nproc").stdout.strip() or 1)
 
+    def site_rate_limit(self) -> int:
+        """lab_demosite_rate_limit as the inventory sets it: API requests/s the site allows an
+        address (0: no limit)."""
+        path = ROOT / "inventory/group_vars/lab.yml"
+        value = (yaml.safe_load(path.read_text()) or {}).get("lab_demosite_rate_limit")
+        return int(value) if str(value).isdigit() else 0
+
     def crawl_playbook(self, action: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return run(
             [
@@ -318,6 +325,19 @@ def scrapy_total(view: dict[str, Any], name: str) -> int:
     return sum(int((row.get("scrapy") or {}).get(name) or 0) for row in view.get("workers") or [])
 
 
+def pace_line(rate: float, proxies: int | None, limit: int, view: dict[str, Any]) -> str:
+    """The crawl's pace as a fraction of what the proxies allow, and what binds it (issue 16)."""
+    polite = view.get("politeness") or {}
+    bound = f"; bound by: {polite['bound']} ({polite.get('reason') or '-'})" if polite else ""
+    if not proxies or not limit:
+        return f"pace: {rate:.1f} requests/s (no proxy-bound limit known){bound}"
+    allowed = proxies * limit
+    return (
+        f"pace: {rate:.1f} requests/s = {rate / allowed:.2f} of the {allowed} requests/s the site "
+        f"allows {proxies} proxies ({limit}/s per address, lab_demosite_rate_limit){bound}"
+    )
+
+
 # -- the demo ------------------------------------------------------------------------------------
 class LiveView:
     """One line per poll: elapsed time, progress, queue, items and pages/s per worker host."""
@@ -398,6 +418,7 @@ def print_summary(crawl: LabCrawl, view: dict[str, Any], ids: list[str], elapsed
         f"{'all survived' if ok else 'NOT all survived'}"
     )
     print(f"  elapsed: {elapsed:.0f} s, {pages / max(elapsed, 1):.1f} pages/s for the cluster")
+    print("  " + pace_line(pages / max(elapsed, 1), proxies, crawl.site_rate_limit(), view))
     hub = crawl.addresses.get((crawl.groups.get("redis") or ["a"])[0], "?")
     print("next:")
     print(
