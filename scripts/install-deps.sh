@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 DEBIAN_PACKAGES=(
   redis-server rabbitmq-server docker.io iptables debootstrap nftables tinyproxy
   openssh-client sshpass rsync curl ca-certificates make git python3-venv
-  chromium chromium-driver
+  chromium chromium-driver prometheus
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }
@@ -31,8 +31,9 @@ if [ ${#missing[@]} -gt 0 ] || [ -n "${vagrant_missing:-}" ]; then
   # Vagrant's recommends pull in VirtualBox/libvirt bits we cannot use here.
   [ -z "${vagrant_missing:-}" ] || apt-get install -y -qq --no-install-recommends vagrant >/dev/null
 fi
-# Debian starts these on install; our tests start their own instances on free ports.
-for svc in redis-server rabbitmq-server tinyproxy; do
+# Debian starts these on install; our tests start their own instances on free ports (prometheus:
+# only its promtool is used, to check the alert rules).
+for svc in redis-server rabbitmq-server tinyproxy prometheus; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
 done
 

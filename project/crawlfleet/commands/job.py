@@ -23,7 +23,7 @@ from crawlfleet.commands.opsargs import (
 )
 from crawlfleet.jobs import control, store
 
-ACTIONS = ("start", "list", "show", "stop", "pause", "resume")
+ACTIONS = ("start", "list", "show", "stop", "pause", "resume", "logs")
 
 
 def pair(flag: str) -> Any:
@@ -96,6 +96,21 @@ def add_parser(subparsers: Any) -> None:
     show = actions.add_parser("show", help="one job's record and numbers")
     show.add_argument("id", help="job id")
     show.add_argument("--json", action="store_true", help="the JSON record")
+    logs = actions.add_parser("logs", help="the last log lines of each of a job's crawler units")
+    logs.add_argument("id", help="job id")
+    logs.add_argument(
+        "-n",
+        "--lines",
+        type=int,
+        default=control.LOG_LINES,
+        help=f"lines per unit, 1 to {control.MAX_LOG_LINES} (default %(default)s)",
+    )
+    logs.add_argument(
+        "--timeout",
+        type=float,
+        default=control.LOG_TIMEOUT,
+        help="seconds the agents have to answer (default %(default)s)",
+    )
     for name, text in (
         ("stop", "drain and stop a job (leases go back to the queue)"),
         ("pause", "its workers stop taking requests (leases kept alive)"),
@@ -170,6 +185,22 @@ def _print_show(job: dict[str, Any]) -> None:
         extra = f"  pages {share['pages']} ({share['share']:.0%})" if share else ""
         error = f"  {state['error']}" if state.get("error") else ""
         print(f"  {host}: {state.get('state')} {','.join(state.get('units', []))}{extra}{error}")
+    for entry in job.get("history", []):
+        print(
+            f"{_time(entry.get('time'))}  {entry.get('by')}  {entry.get('action')}: "
+            f"{entry.get('detail', '')}"
+        )
+
+
+def _print_logs(found: dict[str, dict[str, Any]]) -> None:
+    for worker, reply in found.items():
+        if not reply.get("ok"):
+            print(f"== {worker}: {reply.get('error')}")
+            continue
+        for unit, lines in reply.get("units", {}).items():
+            print(f"== {worker} {unit}")
+            for line in lines:
+                print(line)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -177,6 +208,8 @@ def _run(args: argparse.Namespace) -> int:
         check_spider(args.spider)
     if getattr(args, "id", None) is not None and not args.id.strip():
         raise UsageError("a job id must not be empty")
+    if args.action == "logs" and not 1 <= args.lines <= control.MAX_LOG_LINES:
+        raise UsageError(f"--lines must be from 1 to {control.MAX_LOG_LINES}")
     client = connect(args.redis_url)
     by = store.who()
     if args.action == "list":
@@ -186,8 +219,11 @@ def _run(args: argparse.Namespace) -> int:
         else:
             _print_list(jobs)
         return 0
+    if args.action == "logs":
+        _print_logs(control.unit_logs(client, args.id, args.lines, args.timeout))
+        return 0
     if args.action == "show":
-        job = store.get_job(client, args.id)
+        job = {**store.get_job(client, args.id), "history": store.job_history(client, args.id)}
         if args.json:
             print(json.dumps(job, indent=2))
         else:

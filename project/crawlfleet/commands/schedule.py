@@ -22,8 +22,8 @@ from crawlfleet.commands.opsargs import (
     intermixed,
     run_guarded,
 )
-from crawlfleet.jobs import schedules, store
-from crawlfleet.jobs.timespec import TimeSpecError, check_cron, parse_every
+from crawlfleet.jobs import control, schedules, store
+from crawlfleet.jobs.timespec import TimeSpecError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -75,43 +75,29 @@ def _time(seconds: Any) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(seconds)))
 
 
-def _when(record: dict[str, Any]) -> str:
-    return f"cron '{record['cron']}'" if record.get("cron") else f"every {record['every_text']}"
-
-
 def _run(args: argparse.Namespace) -> int:
-    fields: dict[str, Any] = {}
+    when: dict[str, Any] = {}
     if args.action == "add":
         check_spider(args.spider)
         try:
-            if args.cron is not None:
-                fields = {"cron": check_cron(args.cron)}
-            else:
-                fields = {"every": parse_every(args.every), "every_text": args.every.strip()}
+            when = schedules.when_fields(args.cron, args.every)
         except TimeSpecError as exc:
             raise UsageError(str(exc)) from None
     client = connect(args.redis_url)
-    now = schedules.redis_clock(client)()
     if args.action == "add":
-        store.check_installed(store.agents(client), args.project, args.spider)
-        record = schedules.add_schedule(
-            client,
-            {
-                **fields,
-                "project": args.project,
-                "spider": args.spider,
-                "args": [list(a) for a in args.args],
-                "settings": [list(s) for s in args.settings],
-                "workers": args.workers,
-                "overlap": args.overlap,
-                "dupefilter": args.dupefilter,
-                "by": store.who(),
-            },
-            now,
+        spec = control.JobSpec(
+            project=args.project,
+            spider=args.spider,
+            args=args.args,
+            settings=args.settings,
+            workers=args.workers,
+            overlap=args.overlap,
         )
+        record = schedules.create_schedule(client, when, spec, args.dupefilter, store.who())
         print(
-            f"schedule {record['id']}: {args.project}/{args.spider} {_when(record)}, "
-            f"{args.dupefilter} duplicate filter, next at {_time(record['next'])}"
+            f"schedule {record['id']}: {args.project}/{args.spider} "
+            f"{schedules.describe_when(record)}, {args.dupefilter} duplicate filter, next at "
+            f"{_time(record['next'])}"
         )
         return 0
     if args.action == "list":
@@ -122,20 +108,15 @@ def _run(args: argparse.Namespace) -> int:
         for r in found:
             state = "paused" if r.get("paused") else f"next {_time(r['next'])}"
             last = f"; last {_time(r['last'])}: {r['last_result']}" if r.get("last") else ""
-            print(f"{r['id']:>4} {r['project']}/{r['spider']} {_when(r)} {state}{last}")
+            fires = schedules.describe_when(r)
+            print(f"{r['id']:>4} {r['project']}/{r['spider']} {fires} {state}{last}")
         return 0
     if not args.id.strip():
         raise UsageError("a schedule id must not be empty")
     if args.action == "remove":
-        if schedules.remove_schedule(client, args.id):
-            print(f"removed schedule {args.id}")
-        else:
-            schedules.get_schedule(client, args.id)  # unknown: one line
-        return 0
-    paused = args.action == "pause"
-    changed = schedules.set_paused(client, args.id, paused, now)
-    word = "paused" if paused else "resumed"
-    print(f"{word} schedule {args.id}" if changed else f"schedule {args.id} was already {word}")
+        print(schedules.remove(client, args.id))
+    else:
+        print(schedules.pause_or_resume(client, args.id, args.action == "pause", store.who()))
     return 0
 
 

@@ -225,6 +225,9 @@ class JobKeys:
     def job(self, job_id: str) -> str:
         return self._key("job", job_id)
 
+    def job_history(self, job_id: str) -> str:
+        return self._key("job", job_id, "history")
+
     @property
     def jobs(self) -> str:
         return self._key("jobs")
@@ -261,6 +264,10 @@ class JobKeys:
     @property
     def scheduler_lock(self) -> str:
         return self._key("scheduler", "lock")
+
+    @property
+    def alerts_state(self) -> str:
+        return self._key("alerts", "state")
 
 
 @dataclass(frozen=True)
@@ -462,6 +469,16 @@ JOB_KEYS: tuple[KeyDoc, ...] = (
         fleet=True,
     ),
     KeyDoc(
+        "job_history",
+        "list",
+        "`crawlfleet job`, the dashboard, the scheduler, agents",
+        "one job's operations, oldest first, the newest `HISTORY_LIMIT` (100) kept: JSON "
+        "`time` (Redis ms), `by`, `action` (`start`, `pause`, `resume`, `stop`, `seed`, `end`), "
+        "`detail`; deleted with the job's record",
+        placeholder="<id>",
+        fleet=True,
+    ),
+    KeyDoc(
         "jobs",
         "sorted set",
         "`crawlfleet job start`, agents",
@@ -496,8 +513,8 @@ JOB_KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         "commands",
         "list",
-        "`crawlfleet job`, the scheduler",
-        "JSON commands for one agent: `id`, `action` (`start`, `stop`), `job`",
+        "`crawlfleet job`, the scheduler, the dashboard",
+        "JSON commands for one agent: `id`, `action` (`start`, `stop`, `logs` with `lines`), `job`",
         placeholder="<agent>",
         fleet=True,
     ),
@@ -505,7 +522,8 @@ JOB_KEYS: tuple[KeyDoc, ...] = (
         "ack",
         "list",
         "agents",
-        "the agent's answer to one command (JSON `ok`, `error`, `units`); expires after 10 minutes",
+        "the agent's answer to one command (JSON `ok`, `error`, `units`: the units started or "
+        "stopped, or for `logs` unit → its last lines); expires after 10 minutes",
         placeholder="<command>",
         fleet=True,
     ),
@@ -526,6 +544,14 @@ JOB_KEYS: tuple[KeyDoc, ...] = (
         "string",
         "the scheduler",
         "name of the agent running the schedules (expires unless renewed): one scheduler at a time",
+        fleet=True,
+    ),
+    KeyDoc(
+        "alerts_state",
+        "string",
+        "`crawlfleet status`, the dashboard",
+        "JSON: what the alert rules remember between evaluations (`crawlfleet.alerts.rules."
+        "AlertState`: bans, dead-letter growth, job progress, since when); expires after a day",
         fleet=True,
     ),
 )

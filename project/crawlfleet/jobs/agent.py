@@ -254,7 +254,8 @@ class Agent:
         try:
             command = json.loads(got[1])
             command_id, action, job_id = command["id"], command["action"], str(command["job"])
-        except (ValueError, KeyError, TypeError):
+            lines = int(command.get("lines", control.LOG_LINES))
+        except (ValueError, KeyError, TypeError, AttributeError):
             event(log, "bad_command", logging.WARNING, raw=repr(got[1])[:200])
             return True
         with self.lock:
@@ -262,6 +263,8 @@ class Agent:
                 reply = self.start(job_id)
             elif action == "stop":
                 reply = self.stop(job_id)
+            elif action == "logs":
+                reply = self.logs(job_id, lines)
             else:
                 reply = {"ok": False, "error": f"agent {self.name}: unknown action {action!r}"}
         control.answer(self.client, command_id, **reply)
@@ -312,6 +315,24 @@ class Agent:
             self.heartbeat()
             event(log, "stopped", job=job_id, units=len(units))
             self._finalize(job_id)
+        return {"ok": True, "units": units}
+
+    def logs(self, job_id: str, lines: int) -> dict[str, Any]:
+        """The last ``lines`` lines of each of the job's units here (running or ended)."""
+        try:
+            job = store.get_job(self.client, job_id)
+        except store.JobError as exc:
+            return {"ok": False, "error": f"agent {self.name}: {exc}"}
+        running = [str(u["name"]) for u in self.units.get(job_id, [])]
+        names = running or list(job["hosts"].get(self.name, {}).get("units", []))
+        window = (int(job.get("started") or job.get("created") or 0), int(job.get("ended") or 0))
+        wanted = max(1, min(control.MAX_LOG_LINES, lines))
+        units = {}
+        for name in names:
+            try:
+                units[name] = self.runner.tail(job_id, str(name), wanted, window)
+            except (RunnerError, OSError) as exc:
+                units[name] = [f"(no log: {exc})"]
         return {"ok": True, "units": units}
 
     # -- watching the units

@@ -30,6 +30,9 @@ from crawlfleet.jobs.store import KEYS, JobError
 
 ACK_TTL = 600  # seconds an answer waits to be read
 DEFAULT_TIMEOUT = 30.0
+LOG_LINES = 50  # lines of each unit's log shown (``unit_logs``), at most MAX_LOG_LINES
+MAX_LOG_LINES = 500
+LOG_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,10 @@ def choose_workers(client: redis.Redis, spec: JobSpec) -> list[str]:
     return live[:wanted]
 
 
-def send(client: redis.Redis, agent: str, action: str, job_id: str) -> str:
+def send(client: redis.Redis, agent: str, action: str, job_id: str, **extra: Any) -> str:
     """Queue ``action`` for ``agent``; the command's id (its answer arrives at ``ack(id)``)."""
     command = uuid.uuid4().hex
-    payload = {"id": command, "action": action, "job": job_id}
+    payload = {"id": command, "action": action, "job": job_id, **extra}
     client.rpush(KEYS.commands(agent), json.dumps(payload))
     return command
 
@@ -172,16 +175,19 @@ def start_job(
         )
         pipe.srem(KEYS.jobs_active, job_id)
         pipe.execute()
-        return Outcome(job_id, f"job {job_id} failed to start, nothing runs: {error}", True)
+        message = f"job {job_id} failed to start, nothing runs: {error}"
+        store.record_history(client, job_id, by, "start", message)
+        return Outcome(job_id, message, True)
     store.transition(client, job_id, ["pending"], "running", started=store.now_ms(client))
+    units = sum(len(r.get("units", [])) for r in replies.values())
+    message = (
+        f"job {job_id}: {spec.project}/{spec.spider} running on {len(workers)} worker(s) "
+        f"({', '.join(workers)}), {units} process(es)"
+    )
+    store.record_history(client, job_id, by, "start", message)
     # A crawl that ended before the job was marked running is finished now.
     store.finalize(client, job_id, agent_hosts(client))
-    units = sum(len(r.get("units", [])) for r in replies.values())
-    return Outcome(
-        job_id,
-        f"job {job_id}: {spec.project}/{spec.spider} running on {len(workers)} worker(s) "
-        f"({', '.join(workers)}), {units} process(es)",
-    )
+    return Outcome(job_id, message)
 
 
 def stop_job(
@@ -201,6 +207,7 @@ def stop_job(
         if old in store.ENDED:
             return Outcome(job_id, f"job {job_id} has already ended ({old})")
         raise JobError(f"job {job_id} is {old}: it can be stopped once it has started")
+    store.record_history(client, job_id, by, "stop", f"draining ({old} before)")
     spider = job["spider"]
     client.set(SpiderKeys(spider).paused, store.pause_marker(job_id, by, store.now_ms(client)))
     hosts = job["hosts"]
@@ -237,6 +244,7 @@ def pause_job(client: redis.Redis, job_id: str, by: str) -> Outcome:
     client.set(
         SpiderKeys(job["spider"]).paused, store.pause_marker(job_id, by, store.now_ms(client))
     )
+    store.record_history(client, job_id, by, "pause", "workers stop taking requests")
     return Outcome(job_id, f"paused job {job_id} ({job['spider']}): workers keep their leases")
 
 
@@ -249,4 +257,25 @@ def resume_job(client: redis.Redis, job_id: str, by: str) -> Outcome:
             return Outcome(job_id, f"job {job_id} was not paused")
         raise JobError(f"job {job_id} is {old}: only a paused job can be resumed")
     client.delete(SpiderKeys(job["spider"]).paused)
+    store.record_history(client, job_id, by, "resume", "workers take requests again")
     return Outcome(job_id, f"resumed job {job_id} ({job['spider']}) by {by}")
+
+
+def unit_logs(
+    client: redis.Redis, job_id: str, lines: int = LOG_LINES, timeout: float = LOG_TIMEOUT
+) -> dict[str, dict[str, Any]]:
+    """The last ``lines`` lines of the log of each crawler unit of ``job_id``, asked of each of
+    its agents (``logs`` command): worker → ``{"ok": True, "units": {unit: [line, …]}}`` or
+    ``{"ok": False, "error": …}`` for an agent that is down or did not answer in ``timeout``."""
+    job = store.get_job(client, job_id)
+    wanted = max(1, min(MAX_LOG_LINES, lines))
+    alive = {agent.name for agent in store.agents(client) if agent.alive}
+    replies: dict[str, dict[str, Any]] = {}
+    sent = {}
+    for worker in job.get("workers") or []:
+        if worker in alive:
+            sent[worker] = send(client, worker, "logs", job_id, lines=wanted)
+        else:
+            replies[worker] = {"ok": False, "error": f"agent {worker} is down"}
+    replies.update(wait_answers(client, sent, timeout))
+    return dict(sorted(replies.items()))

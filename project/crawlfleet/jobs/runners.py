@@ -11,13 +11,16 @@
   with the agent's environment and its ``REDIS_URL`` (the crawler's credentials).
 
 Either way a unit is ``{"name", "pid"}`` and stopping is SIGTERM (Scrapy closes gracefully and
-gives its leases back), SIGKILL after the stop timeout.
+gives its leases back), SIGKILL after the stop timeout. ``tail`` reads the last lines of a unit's
+log, read only when asked (the dashboard's log view): the process runner's log file of the job's
+unit, or ``journalctl -u crawler@<spider>-<n> -n N`` within the job's start and end.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -30,6 +33,8 @@ from typing import Any, Protocol
 
 START_GRACE = 1.0  # seconds a new process must live to count as started
 LIST_TIMEOUT = 120.0
+LINE_CHARS = 1000  # a log line longer than this is cut
+TAIL_BYTES = 256 * 1024  # at most this much of the end of a log file is read
 
 
 class RunnerError(RuntimeError):
@@ -67,6 +72,30 @@ class Runner(Protocol):
     def stop(self, units: Sequence[Mapping[str, Any]]) -> None: ...
 
     def ended(self, units: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def tail(self, job: str, unit: str, lines: int, window: tuple[int, int]) -> list[str]: ...
+
+
+# ``scheme://user:password@`` in a log line (a crawl may log its settings' URLs).
+_CREDENTIALS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)([^:/@\s]*):[^@\s/]+@")
+
+
+def _cut(lines: Sequence[str], count: int) -> list[str]:
+    """The last ``count`` lines, each cut to ``LINE_CHARS``, passwords in URLs masked."""
+    last = lines[-count:] if count > 0 else []
+    return [_CREDENTIALS.sub(r"\1\2:***@", line)[:LINE_CHARS] for line in last]
+
+
+def tail_file(path: Path, lines: int) -> list[str]:
+    """The last ``lines`` lines of the file at ``path`` (its last ``TAIL_BYTES`` read)."""
+    with path.open("rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - TAIL_BYTES))
+        data = handle.read()
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if size > TAIL_BYTES and text:
+        text = text[1:]  # the first line read may be a part of one
+    return _cut(text, lines)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -192,6 +221,13 @@ class ProcessRunner:
     def ended(self, units: Sequence[Mapping[str, Any]]) -> None:
         """Nothing to clean up: the processes are gone (their pids are not signalled again)."""
 
+    def tail(self, job: str, unit: str, lines: int, window: tuple[int, int]) -> list[str]:
+        """The end of the unit's log file (``<log dir>/job-<job>-<unit>.log``)."""
+        path = self.log_dir / f"job-{job}-{unit}.log"
+        if not path.is_file():
+            raise RunnerError(f"{path} does not exist")
+        return tail_file(path, lines)
+
 
 def read_env_file(path: Path) -> dict[str, str]:
     """``NAME=value`` lines of a systemd environment file (quotes removed, comments skipped)."""
@@ -217,6 +253,7 @@ class SystemdRunner:
     run_dir: Path = Path("/run/crawlfleet/jobs")
     processes: int = 1
     systemctl: str = "systemctl"
+    journalctl: str = "journalctl"
     stop_timeout: float = 120.0
     name: str = "systemd"
 
@@ -283,3 +320,20 @@ class SystemdRunner:
         """The job's arguments go with it: units started later without a job run plain."""
         for spider in {str(u["name"]).partition("@")[2].rpartition("-")[0] for u in units}:
             (self.run_dir / f"{spider}.job.env").unlink(missing_ok=True)
+
+    def tail(self, job: str, unit: str, lines: int, window: tuple[int, int]) -> list[str]:
+        """``journalctl -u UNIT -n LINES`` between the job's start and end (Redis ms; an end of
+        0: still running), so a unit reused by a later job shows this job's lines."""
+        if not unit.startswith("crawler@"):
+            raise RunnerError(f"{unit!r} is not a crawler unit")
+        since, until = window
+        argv = [self.journalctl, "-u", unit, "-n", str(lines), "--no-pager", "-o", "short-iso"]
+        if since:
+            argv += ["--since", f"@{since // 1000}"]
+        if until:
+            argv += ["--until", f"@{until // 1000 + 1}"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise RunnerError(f"journalctl -u {unit} failed: {last}")
+        return _cut(done.stdout.splitlines(), lines)

@@ -26,7 +26,7 @@ import redis
 
 from crawlfleet.jobs import control, store
 from crawlfleet.jobs.store import KEYS, JobError
-from crawlfleet.jobs.timespec import next_fire
+from crawlfleet.jobs.timespec import check_cron, next_fire, parse_every
 
 LOCK_MS = 30_000
 
@@ -55,6 +55,47 @@ def add_schedule(client: redis.Redis, fields: dict[str, Any], now: float) -> dic
     return record
 
 
+def when_fields(cron: str | None, every: str | None) -> dict[str, Any]:
+    """The firing time of a new schedule (``cron`` or ``every``, one of them), checked:
+    :class:`~crawlfleet.jobs.timespec.TimeSpecError` (one line naming the flag) otherwise."""
+    if cron is not None:
+        return {"cron": check_cron(cron)}
+    return {"every": parse_every(every or ""), "every_text": (every or "").strip()}
+
+
+def create_schedule(
+    client: redis.Redis,
+    when: dict[str, Any],
+    spec: control.JobSpec,
+    dupefilter: str,
+    by: str,
+) -> dict[str, Any]:
+    """Add a schedule of ``spec`` (``schedule add`` and the dashboard): the project and spider
+    must be installed on an agent (:class:`JobError` otherwise); ``when`` from
+    :func:`when_fields`."""
+    store.check_installed(store.agents(client), spec.project, spec.spider)
+    return add_schedule(
+        client,
+        {
+            **when,
+            "project": spec.project,
+            "spider": spec.spider,
+            "args": [list(a) for a in spec.args],
+            "settings": [list(s) for s in spec.settings],
+            "workers": spec.workers,
+            "overlap": spec.overlap,
+            "dupefilter": dupefilter,
+            "by": by,
+        },
+        redis_clock(client)(),
+    )
+
+
+def describe_when(record: dict[str, Any]) -> str:
+    """``cron '0 3 * * *'`` or ``every 6h``."""
+    return f"cron '{record['cron']}'" if record.get("cron") else f"every {record['every_text']}"
+
+
 def get_schedule(client: redis.Redis, schedule_id: str) -> dict[str, Any]:
     raw = client.hget(KEYS.schedules, schedule_id) if schedule_id else None
     if raw is None:
@@ -72,19 +113,41 @@ def remove_schedule(client: redis.Redis, schedule_id: str) -> bool:
     return bool(client.hdel(KEYS.schedules, schedule_id))
 
 
-def set_paused(client: redis.Redis, schedule_id: str, paused: bool, now: float) -> bool:
-    """Pause or resume; True when it changed. A resumed schedule's next firing is recomputed
-    from now (no catch-up of the occurrences it was paused for)."""
+def set_paused(
+    client: redis.Redis, schedule_id: str, paused: bool, now: float, by: str = ""
+) -> bool:
+    """Pause or resume; True when it changed (``changed_by`` records ``by``). A resumed
+    schedule's next firing is recomputed from now (no catch-up of the occurrences it was paused
+    for)."""
     record = get_schedule(client, schedule_id)
     if bool(record.get("paused")) == paused:
         return False
     record["paused"] = paused
+    record["changed_by"] = by
     if not paused:
         record["next"] = next_fire(
             now=now, cron=record.get("cron", ""), every=record.get("every", 0)
         )
     client.hset(KEYS.schedules, schedule_id, json.dumps(record))
     return True
+
+
+def pause_or_resume(client: redis.Redis, schedule_id: str, paused: bool, by: str) -> str:
+    """``schedule pause|resume`` (the CLI and the dashboard): the line to show; idempotent."""
+    changed = set_paused(client, schedule_id, paused, redis_clock(client)(), by)
+    word = "paused" if paused else "resumed"
+    return (
+        f"{word} schedule {schedule_id}"
+        if changed
+        else f"schedule {schedule_id} was already {word}"
+    )
+
+
+def remove(client: redis.Redis, schedule_id: str) -> str:
+    """``schedule remove``: the line to show; :class:`JobError` for an unknown id."""
+    if not remove_schedule(client, schedule_id):
+        get_schedule(client, schedule_id)  # unknown: one line
+    return f"removed schedule {schedule_id}"
 
 
 def spec_of(record: dict[str, Any]) -> control.JobSpec:

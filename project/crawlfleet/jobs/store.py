@@ -34,6 +34,8 @@ HOST_ENDS = ("exited", "failed", "stopped", "lost")
 # Scrapy stats summed into a job's numbers (written by the worker stats extension).
 ERROR_STATS = ("log_count/ERROR",)
 BAN_STATS = ("proxy/banned",)
+# Operations kept in a job's history (``crawlfleet:job:<id>:history``), the newest.
+HISTORY_LIMIT = 100
 
 # KEYS[1] job. ARGV: n, n allowed states, then field/value pairs to set with the new state
 # (the first pair is 'state', <new>). Returns {1, old} when it changed, {0, old} when not,
@@ -211,6 +213,29 @@ def create_job(client: redis.Redis, fields: Mapping[str, Any]) -> str:
     return job_id
 
 
+def record_history(
+    client: redis.Redis, job_id: str, by: str, action: str, detail: str = ""
+) -> None:
+    """Append one operation (who did what) to the job's bounded history."""
+    entry = {"time": now_ms(client), "by": by, "action": action, "detail": detail[:500]}
+    key = KEYS.job_history(job_id)
+    pipe = client.pipeline(transaction=True)
+    pipe.rpush(key, json.dumps(entry))
+    pipe.ltrim(key, -HISTORY_LIMIT, -1)
+    pipe.execute()
+
+
+def job_history(client: redis.Redis, job_id: str) -> list[dict[str, Any]]:
+    """The job's operations, oldest first (unreadable entries skipped)."""
+    out = []
+    for raw in client.lrange(KEYS.job_history(job_id), 0, -1):
+        with contextlib.suppress(ValueError, TypeError):
+            entry = json.loads(raw)
+            if isinstance(entry, dict):
+                out.append(entry)
+    return out
+
+
 def list_jobs(client: redis.Redis, limit: int = 50) -> list[dict[str, Any]]:
     """The newest ``limit`` jobs, newest first."""
     ids = [_s(i) for i in client.zrevrange(KEYS.jobs, 0, max(0, limit - 1))]
@@ -357,6 +382,19 @@ def finalize(client: redis.Redis, job_id: str, agent_hosts: Mapping[str, str]) -
                     fields["error"] = "; ".join(bad)
                 pipe.hset(key, mapping=fields)
                 pipe.srem(KEYS.jobs_active, job_id)
+                pipe.rpush(
+                    KEYS.job_history(job_id),
+                    json.dumps(
+                        {
+                            "time": ended,
+                            "by": job.get("stopped_by") or "agents",
+                            "action": "end",
+                            "detail": f"{state}: {numbers['pages']} pages, "
+                            f"{numbers['items']} items" + (f"; {'; '.join(bad)}" if bad else ""),
+                        }
+                    ),
+                )
+                pipe.ltrim(KEYS.job_history(job_id), -HISTORY_LIMIT, -1)
                 pipe.execute()
             except redis.WatchError:
                 continue
@@ -391,7 +429,7 @@ def trim_history(client: redis.Redis, keep: int) -> int:
     if gone:
         pipe = client.pipeline(transaction=True)
         for job_id in gone:
-            pipe.delete(KEYS.job(job_id))
+            pipe.delete(KEYS.job(job_id), KEYS.job_history(job_id))
         pipe.zrem(KEYS.jobs, *gone)
         pipe.execute()
     return len(gone)
