@@ -35,10 +35,12 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("crawlfleet.accountpool.config", "OPTIONS"): "docs/accountpool.md",
     ("crawlfleet.dashboard.config", "OPTIONS"): "docs/dashboard.md",
     ("crawlfleet.demosite.cli", "OPTIONS"): "docs/book.md",
+    ("crawlfleet.jobs.agent", "OPTIONS"): "docs/jobs.md",
 }
 # (module, attribute) of a table of Redis keys -> the page holding its generated block.
 KEY_BLOCKS: dict[tuple[str, str], str] = {
     ("crawlfleet.frontier.keys", "KEYS"): "docs/reference/redis-keys.md",
+    ("crawlfleet.frontier.keys", "JOB_KEYS"): "docs/reference/redis-keys.md",
 }
 BLOCK = re.compile(
     r"(<!-- BEGIN generated: (?P<name>[\w.]+) -->\n)(?P<body>.*?)(<!-- END generated -->)", re.S

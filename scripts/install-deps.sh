@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 DEBIAN_PACKAGES=(
   redis-server rabbitmq-server docker.io iptables debootstrap nftables tinyproxy
   openssh-client sshpass rsync curl ca-certificates make git python3-venv
-  chromium chromium-driver
+  chromium chromium-driver prometheus
 )
 
 # Valkey, the hub's other server: Debian 12 has it only in bookworm-backports (Valkey 8), which
@@ -74,8 +74,9 @@ if [ ${#missing[@]} -gt 0 ] || [ ${#backports_missing[@]} -gt 0 ] || [ -n "${vag
   # Vagrant's recommends pull in VirtualBox/libvirt bits we cannot use here.
   [ -z "${vagrant_missing:-}" ] || apt-get install -y -qq --no-install-recommends vagrant >/dev/null
 fi
-# Debian starts these on install; our tests start their own instances on free ports.
-for svc in redis-server valkey-server rabbitmq-server tinyproxy; do
+# Debian starts these on install; our tests start their own instances on free ports (prometheus:
+# only its promtool is used, to check the alert rules).
+for svc in redis-server valkey-server rabbitmq-server tinyproxy prometheus; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
 done
 # Masked too: valkey-server.service would take port 6379 beside redis-server's (its own default).

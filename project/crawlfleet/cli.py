@@ -1,7 +1,8 @@
 """`crawlfleet` — the operator command line and the entry point of every service.
 
-``crawlfleet proxypool|accountpool|demosite …`` hands the rest of the command line to that
-service's own CLI; the other sub-commands are operator commands that talk to the hub's Redis.
+``crawlfleet proxypool|accountpool|demosite|dashboard|agent …`` hands the rest of the command
+line to that service's own CLI; the other sub-commands are operator commands that talk to the
+hub's Redis.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ SERVICES = {
     "accountpool": "crawlfleet.accountpool.cli",
     "demosite": "crawlfleet.demosite.cli",
     "dashboard": "crawlfleet.dashboard.cli",
+    "agent": "crawlfleet.jobs.agent",
 }
 
 # Operator commands: modules in crawlfleet.commands exposing add_parser(subparsers) and run(args).
@@ -35,6 +37,8 @@ COMMANDS: list[str] = [
     "check",
     "acl",
     "ca",
+    "job",
+    "schedule",
 ]
 
 

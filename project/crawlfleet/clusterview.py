@@ -743,21 +743,80 @@ def snapshot(
     (and CPU share, with a ``hub_probe`` that saw an earlier snapshot), and the pool sizes."""
     names = list(spiders) if spiders else discover_spiders(client)
     hub = hub_health(client, hub_probe)
+    views = [
+        spider_snapshot(
+            client,
+            name,
+            with_series=with_series,
+            with_scrapy=with_scrapy,
+            dupefilter_cache=dupefilter_cache,
+            hub=hub,
+        )
+        for name in names
+    ]
     return {
         "schema": SCHEMA_VERSION,
         "time": round(time.time(), 3),
         "redis": mask_url(url),
-        "hub": hub,
-        "spiders": [
-            spider_snapshot(
-                client,
-                name,
-                with_series=with_series,
-                with_scrapy=with_scrapy,
-                dupefilter_cache=dupefilter_cache,
-                hub=hub,
-            )
-            for name in names
-        ],
+        "spiders": views,
         "pools": pool_counts(pools or PoolConfig()),
+        # the round trip and CPU share (politeness verdict) and the hub's own numbers (alerts)
+        "hub": {**hub, **hub_snapshot(client, views)},
+    }
+
+
+# -- the hub -----------------------------------------------------------------------------------
+
+
+def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The hub's own numbers (the ``hub`` entry of ``status --json``, read by the alerts).
+
+    Redis memory (``INFO memory``; None where INFO is refused), the jobs that have not ended with
+    the pages their workers crawled so far (as a job's record counts them when it ends), and each
+    worker's ``proxy/banned`` (its Scrapy stats) of the given ``spider_snapshot`` views.
+    """
+    from crawlfleet.jobs import store  # the jobs import the frontier, never this module
+
+    seconds, micros = client.time()
+    pipe = client.pipeline(transaction=False)
+    for view in spiders:
+        for w in view["workers"]:
+            pipe.hget(SpiderKeys(view["spider"]).ops_scrapy(w["id"]), "proxy/banned")
+    replies = iter(pipe.execute(raise_on_error=False))
+    bans = {
+        view["spider"]: {w["id"]: _int(_num(next(replies))) for w in view["workers"]}
+        for view in spiders
+    }
+    # A user limited to the spiders' keys (the ACL's dashboard user) gets no INFO and no jobs.
+    try:
+        memory: dict[str, Any] | None = client.info("memory")
+    except redis.ResponseError:
+        memory = None
+    jobs: list[dict[str, Any]] = []
+    try:
+        active = store.active_jobs(client)
+        hosts = {agent.name: agent.host for agent in store.agents(client)} if active else {}
+    except redis.ResponseError:
+        active = []
+    for job in active:
+        listed = job.get("workers")
+        workers: list[Any] = listed if isinstance(listed, list) else []
+        pids = {w: job["hosts"].get(w, {}).get("pids", []) for w in workers}
+        started = _num(job.get("started"))
+        jobs.append(
+            {
+                "id": job["id"],
+                "project": job.get("project"),
+                "spider": job.get("spider"),
+                "state": job.get("state"),
+                "started": None if started is None else round(started / 1000.0, 3),
+                "pages": store.crawl_numbers(client, str(job.get("spider")), pids, hosts)["pages"],
+            }
+        )
+    return {
+        "time": round(int(seconds) + int(micros) / 1e6, 3),
+        "used_memory": None if memory is None else _int(memory.get("used_memory")),
+        "maxmemory": None if memory is None else _int(memory.get("maxmemory")),
+        "jobs": jobs,
+        "bans": bans,
     }

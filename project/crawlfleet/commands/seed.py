@@ -1,9 +1,11 @@
 """`crawlfleet seed SPIDER URL…`: add start URLs to a crawl (arguments, a file, or stdin).
 
 Entries go to the spider's start-URL key (``<spider>:start_urls`` unless the workers recorded
-another in ``<spider>:frontier``), which running workers consume while crawling. An entry is a
-plain ``http(s)://`` URL or a JSON object ``{"url": …, "meta", "method", "body", "headers",
-"priority", "dont_filter", "callback"}`` (docs/design.md, Start and finish). Every entry is checked
+another in ``<spider>:frontier``), which running workers consume while crawling
+(``add_entries``, which the dashboard calls too; an active job of the spider records it in its
+history). An entry is a plain ``http(s)://`` URL or a JSON object ``{"url": …, "meta",
+"method", "body", "headers", "priority", "dont_filter", "callback"}`` (docs/design.md, Start and
+finish). Every entry is checked
 before anything is written, by the check a worker applies (``frontier.startfeed.start_entry``)
 with the URL schemes the workers accept: ``--schemes``, default ``$SCHEDULER_URL_SCHEMES``, else
 http and https, as a worker reads its ``SCHEDULER_URL_SCHEMES`` setting. One malformed line stops
@@ -21,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import redis
 from scrapy.settings import Settings
 
 from crawlfleet import clusterview
@@ -36,6 +39,7 @@ from crawlfleet.frontier.config import DEFAULT_URL_SCHEMES, FrontierConfigError,
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.serialization import EntryPolicy, quote
 from crawlfleet.frontier.startfeed import start_entry
+from crawlfleet.jobs import control, store
 from crawlfleet.redisconn import mask_url
 
 CHUNK = 1000
@@ -111,6 +115,29 @@ def _decode(raw: Any) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in raw.items()}
 
 
+def add_entries(client: redis.Redis, spider: str, entries: list[str], by: str) -> str:
+    """Add checked ``entries`` to the spider's start URLs in one transaction (the key and type
+    the workers recorded); recorded in the history of the spider's active job, if any. The line
+    to show."""
+    names = SpiderKeys(spider)
+    meta = _decode(client.hgetall(names.frontier))
+    key = meta.get("start_urls_key") or names.start_urls
+    as_set = meta.get("start_urls_as_set") == "1"
+    pipe = client.pipeline(transaction=True)
+    for i in range(0, len(entries), CHUNK):
+        chunk = entries[i : i + CHUNK]
+        if as_set:
+            pipe.sadd(key, *chunk)
+        else:
+            pipe.rpush(key, *chunk)
+    pipe.execute()
+    said = f"added {len(entries)} start URL(s) to {key} ({'set' if as_set else 'list'})"
+    job = control.running_job_of(client, spider)
+    if job is not None:
+        store.record_history(client, str(job["id"]), by, "seed", said)
+    return said
+
+
 def _run(args: argparse.Namespace) -> int:
     check_spider(args.spider)
     policy = policy_for(args.schemes)
@@ -125,20 +152,7 @@ def _run(args: argparse.Namespace) -> int:
     client = connect(args.redis_url)
     if not args.new:
         clusterview.require_spider(client, args.spider, args.redis_url)
-    names = SpiderKeys(args.spider)
-    meta = _decode(client.hgetall(names.frontier))
-    key = meta.get("start_urls_key") or names.start_urls
-    as_set = meta.get("start_urls_as_set") == "1"
-    pipe = client.pipeline(transaction=True)
-    for i in range(0, len(entries), CHUNK):
-        chunk = entries[i : i + CHUNK]
-        if as_set:
-            pipe.sadd(key, *chunk)
-        else:
-            pipe.rpush(key, *chunk)
-    pipe.execute()
-    kind = "set" if as_set else "list"
-    print(f"added {len(entries)} start URL(s) to {key} ({kind}) at {mask_url(args.redis_url)}")
+    print(f"{add_entries(client, args.spider, entries, store.who())} at {mask_url(args.redis_url)}")
     return 0
 
 

@@ -2,8 +2,9 @@
 
 Per spider: queued, leased (per worker), acknowledged, failed, dead letters, items, pages per
 minute per worker over the last minute, Bloom filter fill and estimated false-positive rate,
-pool sizes, live workers with their heartbeat age, and the politeness keys with the limit that
-binds the crawl now (site, workers, hub or none: ``clusterview.bound_by``). ``--watch`` redraws
+pool sizes, live workers with their heartbeat age, the politeness keys with the limit that
+binds the crawl now (site, workers, hub or none: ``clusterview.bound_by``), and the active alerts
+(``crawlfleet.alerts``, docs/alerts.md). ``--watch`` redraws
 in place (rich) with a progress bar toward the spider's known total; ``--json`` prints the
 documented, stable schema (docs/reference/status-json.md), one object per snapshot.
 """
@@ -23,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from crawlfleet import clusterview
+from crawlfleet.alerts.store import current_alerts
 from crawlfleet.commands.check import validate_pool_url
 from crawlfleet.commands.opsargs import (
     UsageError,
@@ -179,8 +181,22 @@ def _workers_table(workers: list[dict[str, Any]]) -> Table:
     return table
 
 
+def render_alerts(alerts: list[dict[str, Any]], now: float) -> list[Text]:
+    """One line per active alert (docs/alerts.md), or a line saying there is none."""
+    if not alerts:
+        return [Text("alerts: none", style="green")]
+    lines = [Text(f"alerts: {len(alerts)} active", style="bold red")]
+    for alert in alerts:
+        style = "red" if alert["severity"] == "critical" else "yellow"
+        since = max(0.0, now - alert["since"])
+        lines.append(Text(f"  {alert['name']}: {alert['summary']} (for {since:.0f}s)", style=style))
+    return lines
+
+
 def render(view: dict[str, Any]) -> Group:
     parts: list[Any] = [Text(f"crawlfleet status — {view['redis']}", style="bold")]
+    if "alerts" in view:
+        parts.extend(render_alerts(view["alerts"], view["hub"]["time"]))
     if not view["spiders"]:
         parts.append(Text("no crawls found (no <spider>:frontier hash on this Redis)"))
     for spider in view["spiders"]:
@@ -232,9 +248,12 @@ def _run(args: argparse.Namespace) -> int:
     probe = clusterview.HubProbe()
 
     def take() -> dict[str, Any]:
-        return clusterview.snapshot(
+        view = clusterview.snapshot(
             client, args.redis_url, spiders, pools, dupefilter_cache=dupes, hub_probe=probe
         )
+        found = current_alerts(client, view, save=spiders is None)
+        view["alerts"] = [alert.to_json() for alert in found]
+        return view
 
     if not args.watch:
         view = take()

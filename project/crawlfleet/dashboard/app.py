@@ -34,6 +34,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from crawlfleet import clusterview
+from crawlfleet.alerts.webhook import Monitor
 from crawlfleet.dashboard import metrics
 from crawlfleet.dashboard.config import Settings
 from crawlfleet.dashboard.sampler import QueueSampler
@@ -49,7 +50,7 @@ REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.AuthenticationE
 DISCOVER_EVERY = 15.0
 POOLS_EVERY = 10.0
 REALM = 'Basic realm="crawlfleet dashboard", charset="UTF-8"'
-MAX_BODY = 4096  # no endpoint reads a body
+MAX_BODY = 64 * 1024  # the jobs pages' writes (seeded URLs) are the only bodies
 
 
 def page_html(refresh: float) -> str:
@@ -113,7 +114,7 @@ class Dashboard:
         # hub's PING comes first.
         hub = clusterview.hub_health(self.client, self.hub_probe)
         names = self.spiders()
-        view = {
+        view: dict[str, Any] = {
             "schema": clusterview.SCHEMA_VERSION,
             "time": round(time.time(), 3),
             "redis": self.where,
@@ -132,6 +133,7 @@ class Dashboard:
             "pools": self.pools(),
             "refresh": self.settings.refresh,
         }
+        view["hub"] = clusterview.hub_snapshot(self.client, view["spiders"])
         return view
 
     async def page_view(self) -> dict[str, Any]:
@@ -244,13 +246,17 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         task = asyncio.ensure_future(dash.run_sampler()) if sampler else None
+        interval, webhook = settings.sample_interval, settings.alert_webhook
+        monitor = Monitor(client, settings.redis_url, dash.spiders, interval, webhook)
+        alerting = asyncio.ensure_future(monitor.run()) if sampler else None
         try:
             yield
         finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            for running in (task, alerting):
+                if running is not None:
+                    running.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await running
 
     app = Starlette(
         routes=[
@@ -271,4 +277,7 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
         ),
     )
     app.state.dashboard = dash
+    from crawlfleet.dashboard import jobs  # the jobs pages (they import this module)
+
+    jobs.install(app, dash)
     return app

@@ -4,7 +4,10 @@ A flag wins over the environment, the environment over the default. A bad value 
 :class:`ConfigError` with one line naming the flag and the variable (secrets masked). The API
 key follows the rules of ``crawlfleet.service.secrets`` (environment or file, 16 characters at
 least, required off loopback unless ``--insecure-no-api-key``; ``--allow-no-api-key`` and
-``DASHBOARD_ALLOW_NO_API_KEY`` are kept as aliases).
+``DASHBOARD_ALLOW_NO_API_KEY`` are kept as aliases). The key is read-only; the operator password
+(``DASHBOARD_OPERATOR_PASSWORD`` or ``--operator-password-file``, a secret by the same rules, and
+not the key) is what an operator logs in with to start, stop, pause and schedule jobs
+(``crawlfleet.dashboard.jobs``); without it the dashboard is read-only.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from crawlfleet.service.options import (
     http_url_or_empty,
     items,
     number,
+    optional_text,
     text,
 )
-from crawlfleet.service.secrets import ApiKeyNames, api_key
+from crawlfleet.service.secrets import MIN_API_KEY_LENGTH, ApiKeyNames, api_key
 
 __all__ = ["OPTIONS", "ConfigError", "Settings", "build_parser", "resolve"]
 DEFAULT_PORT = 8060
@@ -43,6 +47,26 @@ OPTIONS: tuple[Option, ...] = (
     *KEY_NAMES.options(
         "API key, sent as `X-API-Key` or as the password of HTTP basic auth; required for a "
         "non-loopback `--host`"
+    ),
+    Option(
+        "operator_password_file",
+        "--operator-password-file",
+        "DASHBOARD_OPERATOR_PASSWORD_FILE",
+        "",
+        "file holding the operator password (instead of DASHBOARD_OPERATOR_PASSWORD)",
+        optional_text,
+        metavar="FILE",
+    ),
+    Option(
+        "operator_password",
+        "--operator-password",
+        "DASHBOARD_OPERATOR_PASSWORD",
+        None,
+        "the operators' password: logging in with it on the jobs page allows starting, "
+        "stopping, pausing and scheduling jobs and seeding; unset: the dashboard is read-only; "
+        f"at least {MIN_API_KEY_LENGTH} characters, not the API key",
+        secret=True,
+        file="operator_password_file",
     ),
     Option(
         "spiders",
@@ -112,6 +136,16 @@ OPTIONS: tuple[Option, ...] = (
         text,
     ),
     Option(
+        "alert_webhook",
+        "--alert-webhook",
+        "DASHBOARD_ALERT_WEBHOOK",
+        "",
+        "POST each alert that fires or resolves here as JSON (docs/alerts.md); unset: no webhook",
+        http_url_or_empty,
+        show=mask_url,
+        metavar="URL",
+    ),
+    Option(
         "log_level",
         "--log-level",
         "DASHBOARD_LOG_LEVEL",
@@ -136,11 +170,13 @@ class Settings:
     redis_url: str = DEFAULTS["redis_url"]
     api_key: str = ""
     allow_no_api_key: bool = False
+    operator_password: str = ""
     spiders: tuple[str, ...] = DEFAULTS["spiders"]
     sample_interval: float = DEFAULTS["sample_interval"]
     refresh: float = DEFAULTS["refresh"]
     pools: PoolConfig = field(default_factory=PoolConfig)
     log_level: str = DEFAULTS["log_level"]
+    alert_webhook: str = DEFAULTS["alert_webhook"]
 
 
 def build_parser(environ: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
@@ -157,19 +193,39 @@ def _secret(found: tuple[str, str] | None) -> str:
     return found[0] if found else ""
 
 
+def operator_password(found: tuple[str, str] | None, key: str) -> str:
+    """The checked operator password ("" when unset): long enough, and not the read-only key."""
+    if not found:
+        return ""
+    password, source = found
+    if len(password) < MIN_API_KEY_LENGTH:
+        raise ConfigError(
+            f"the operator password from {source} is too short: use at least "
+            f"{MIN_API_KEY_LENGTH} characters (e.g. `openssl rand -hex 16`)"
+        )
+    if password == key:
+        raise ConfigError(
+            f"the operator password from {source} is the API key: the key is read-only, so the "
+            "operator password must differ"
+        )
+    return password
+
+
 def resolve(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
     """``Settings`` from the parsed flags and ``environ``, every value checked."""
     values = options.resolve(OPTIONS, args, environ)
     allowed = values["insecure_no_api_key"]
     options.check_tls(values, "DASHBOARD")
+    key = api_key(KEY_NAMES, values["api_key"], values["host"], allowed) or ""
     return Settings(
         host=values["host"],
         port=values["port"],
         tls_cert=values["tls_cert"],
         tls_key=values["tls_key"],
         redis_url=values["redis_url"],
-        api_key=api_key(KEY_NAMES, values["api_key"], values["host"], allowed) or "",
+        api_key=key,
         allow_no_api_key=allowed,
+        operator_password=operator_password(values["operator_password"], key),
         spiders=values["spiders"],
         sample_interval=values["sample_interval"],
         refresh=values["refresh"],
@@ -181,4 +237,5 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -
             accountpool_site=values["accountpool_site"],
         ),
         log_level=values["log_level"],
+        alert_webhook=values["alert_webhook"],
     )

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from crawlfleet.alerts.rules import worker_lost
 from crawlfleet.clusterview import SITE_BOUND
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -121,12 +122,50 @@ class ViewCollector(Collector):
             if entry["count"] is not None:
                 pool.add_metric([name], float(entry["count"]))
         families.extend([pool, pool_up])
+        families.extend(self._hub(self.view.get("hub")))
         return families
+
+    @staticmethod
+    def _hub(hub: dict[str, Any] | None) -> list[Metric]:
+        """Redis memory and the jobs that have not ended (the alert rules' inputs)."""
+        if hub is None:
+            return []
+        used = GaugeMetricFamily("crawlfleet_redis_used_memory_bytes", "Redis used_memory")
+        limit = GaugeMetricFamily(
+            "crawlfleet_redis_maxmemory_bytes", "Redis maxmemory (0: no limit)"
+        )
+        if hub["used_memory"] is not None:  # None: INFO refused (an ACL)
+            used.add_metric([], float(hub["used_memory"]))
+            limit.add_metric([], float(hub["maxmemory"]))
+        labels = ["job_id", "project", "spider"]
+        running = GaugeMetricFamily(
+            "crawlfleet_job_running",
+            "1 while the job runs (0: pending, paused, stopping)",
+            labels=labels,
+        )
+        pages = GaugeMetricFamily(
+            "crawlfleet_job_pages", "Pages the job's workers crawled so far", labels=labels
+        )
+        started = GaugeMetricFamily(
+            "crawlfleet_job_started_timestamp_seconds", "When the job started", labels=labels
+        )
+        for job in hub["jobs"]:
+            values = [str(job["id"]), str(job["project"] or ""), str(job["spider"] or "")]
+            running.add_metric(values, 1.0 if job["state"] == "running" else 0.0)
+            pages.add_metric(values, float(job["pages"]))
+            if job["started"] is not None:
+                started.add_metric(values, float(job["started"]))
+        return [used, limit, running, pages, started]
 
     @staticmethod
     def _workers(spiders: list[dict[str, Any]]) -> list[Metric]:
         up = GaugeMetricFamily(
             "crawlfleet_worker_up", "1 if the worker is alive", labels=["spider", "worker", "host"]
+        )
+        lost = GaugeMetricFamily(
+            "crawlfleet_worker_lost",
+            "1 if the worker's lease deadline passed without a clean stop",
+            labels=["spider", "worker", "host"],
         )
         gauges = [
             (field, GaugeMetricFamily(name, text, labels=["spider", "worker"]))
@@ -146,6 +185,7 @@ class ViewCollector(Collector):
             for w in s["workers"]:
                 labels = [s["spider"], w["id"]]
                 up.add_metric([*labels, w["host"] or ""], 1.0 if w["alive"] else 0.0)
+                lost.add_metric([*labels, w["host"] or ""], 1.0 if worker_lost(w) else 0.0)
                 for field, g in gauges:
                     if w[field] is not None:
                         g.add_metric(labels, float(w[field]))
@@ -153,7 +193,7 @@ class ViewCollector(Collector):
                     events.add_metric([*labels, _event(counter)], value)
                 for stat, value in w.get("scrapy", {}).items():
                     scrapy.add_metric([*labels, stat], float(value))
-        return [up, *(g for _, g in gauges), events, scrapy]
+        return [up, lost, *(g for _, g in gauges), events, scrapy]
 
     @staticmethod
     def _politeness(spiders: list[dict[str, Any]]) -> list[Metric]:

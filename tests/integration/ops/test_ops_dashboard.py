@@ -7,81 +7,20 @@ real two-worker crawl, and saves the screenshot shown in docs/dashboard.md (docs
 from __future__ import annotations
 
 import base64
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
-import pytest
 from ops_helpers import ROOT, assert_one_line_error, cli, cli_process, crawl_settings
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from support.dashboard import KEY, browser, start_dashboard
 from support.net import free_port
-from support.services import start_process, stop_process, wait_healthy
 from support.waiting import wait_until
 
 import redis_server
 
-KEY = "s3cret-dashboard-key"
 SCREENSHOT = ROOT / "docs" / "dashboard.png"
-
-
-class Dashboard:
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.proc, self.port, self.log = proc, port, log
-        self.url = f"http://127.0.0.1:{port}"
-
-    def get(self, path: str, **kwargs: object) -> httpx.Response:
-        return httpx.get(self.url + path, timeout=10, trust_env=False, **kwargs)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def start_dashboard(tmp_path: Path) -> Iterator[Callable[..., Dashboard]]:
-    started: list[Dashboard] = []
-
-    def start(redis_url: str, *extra: str) -> Dashboard:
-        port = free_port()
-        log = tmp_path / f"dashboard{len(started)}.log"
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "project"), "DASHBOARD_API_KEY": KEY}
-        proc = start_process(
-            [sys.executable, "-m", "crawlfleet.cli", "dashboard", "--port", str(port),
-             "--redis-url", redis_url, "--sample-interval", "0.5", "--refresh", "0.5", *extra],
-            log, env=env,
-        )  # fmt: skip
-        dash = Dashboard(proc, port, log)
-        started.append(dash)
-        wait_healthy(
-            proc, f"{dash.url}/health", log, accept=lambda answer: answer.status_code in (200, 503)
-        )
-        return dash
-
-    yield start
-    for dash in started:
-        stop_process(dash.proc, 15)
-
-
-def _browser(tmp_path: Path) -> webdriver.Chrome:
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,1100",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+__all__ = ["start_dashboard"]  # the fixture
 
 
 def _points(driver: webdriver.Chrome, chart: str) -> int:
@@ -110,7 +49,7 @@ def test_page_shows_both_workers_and_growing_charts(
     workers = [start_worker(site.url, settings, name) for name in ("one", "two")]
     wait_until(lambda: all(len(w.parsed()) >= 2 for w in workers), what="both workers to crawl")
 
-    driver = _browser(tmp_path)
+    driver = browser(tmp_path)
     try:
         # Basic auth as a browser does it: the key is the password, the user name is free.
         driver.get(f"http://ops:{KEY}@127.0.0.1:{dash.port}/")

@@ -90,14 +90,20 @@ def test_redis_keys_page_is_generated_from_the_keys_module(gendocs: ModuleType) 
     from crawlfleet.frontier.keys import KEYS
 
     name, page = "crawlfleet.frontier.keys.KEYS", "docs/reference/redis-keys.md"
-    assert {("crawlfleet.frontier.keys", "KEYS"): page} == gendocs.KEY_BLOCKS
+    assert {
+        ("crawlfleet.frontier.keys", "KEYS"): page,
+        ("crawlfleet.frontier.keys", "JOB_KEYS"): page,
+    } == gendocs.KEY_BLOCKS
     table = gendocs.key_table("crawlfleet.frontier.keys", "KEYS")
     for doc in KEYS:
         assert f"| `{doc.pattern()}` |" in table, doc.attribute
     assert "| `<spider>:requests` | list / sorted set | workers | `SCHEDULER_QUEUE_KEY` |" in table
     assert "| `<spider>:leases:<worker>` | hash | workers | — |" in table
+    jobs = gendocs.key_table("crawlfleet.frontier.keys", "JOB_KEYS")
+    assert "| `crawlfleet:job:<id>` | hash |" in jobs
+    tables = {name: table, "crawlfleet.frontier.keys.JOB_KEYS": jobs}
     text = (gendocs.ROOT / page).read_text()
-    assert gendocs.fill_blocks(page, text, {name: table}) == text, "run scripts/gendocs.py"
+    assert gendocs.fill_blocks(page, text, tables) == text, "run scripts/gendocs.py"
     drifted = text.replace("| `<spider>:seq` |", "| `<spider>:sequence` |")
     assert drifted != text
-    assert gendocs.fill_blocks(page, drifted, {name: table}) == text
+    assert gendocs.fill_blocks(page, drifted, tables) == text

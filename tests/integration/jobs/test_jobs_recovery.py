@@ -1,0 +1,85 @@
+"""No job stays "running" for ever (Crawlab #1446, #1300): an agent killed with SIGKILL is found
+down by the hub's watchdog and the job ends `failed`, naming it; an agent that comes back in time
+picks up the crawl processes it had started and the job ends `finished`. Real agents, real
+crawls, real redis-server."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+from jobs_helpers import FAST, AgentProcess, cli, job, pids_alive, wait_state
+from support.crawl import Site
+from support.waiting import wait_until
+
+
+@pytest.fixture
+def orphans(redis_client: redis.Redis) -> Iterator[list[str]]:
+    """Job ids whose crawl processes a killed agent left behind: killed at the end."""
+    jobs: list[str] = []
+    yield jobs
+    for job_id in jobs:
+        for pid in pids_alive(job(redis_client, job_id)):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _start(site: Site, redis_url: str) -> None:
+    started = cli(
+        "job", "start", "classic", "pages", "-a", f"site={site.url}", "-a", f"pages={site.pages}",
+        *FAST, "--redis-url", redis_url,
+    )  # fmt: skip
+    assert started.code == 0, started.err
+
+
+def test_a_killed_agent_is_found_down_and_its_job_ends_failed(
+    site: Site,
+    redis_url: str,
+    redis_client: redis.Redis,
+    start_agent: Callable[..., AgentProcess],
+    orphans: list[str],
+) -> None:
+    site.pages, site.delay = 40, 0.05
+    start_agent("a", "--schedules")  # the hub's agent: scheduler and watchdog
+    b = start_agent("b")
+    _start(site, redis_url)
+    orphans.append("1")
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(timeout=10)
+    record = wait_state(redis_client, "1", "finished", "failed")
+    assert record["state"] == "failed", record
+    assert record["hosts"]["b"] == {
+        "state": "lost",
+        "error": "agent b is down",
+        "pids": record["hosts"]["b"]["pids"],
+    }
+    assert "b: agent b is down" in record["error"]
+    assert record["hosts"]["a"]["state"] == "exited"
+    assert "stats" in record
+
+
+def test_an_agent_back_in_time_picks_up_its_crawl(
+    site: Site,
+    redis_url: str,
+    redis_client: redis.Redis,
+    start_agent: Callable[..., AgentProcess],
+    orphans: list[str],
+) -> None:
+    site.pages, site.delay = 60, 0.1
+    start_agent("a", "--schedules")
+    b = start_agent("b", "--ttl", "60")  # time to come back before it counts as down
+    _start(site, redis_url)
+    orphans.append("1")
+    wait_until(lambda: len(site.crawled()) >= 4, "the crawl under way", timeout=60)
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(timeout=10)
+    assert job(redis_client, "1")["state"] == "running"
+    start_agent("b", "--ttl", "60")  # within its --ttl: never found down
+    record = wait_state(redis_client, "1", "finished", "failed")
+    assert record["state"] == "finished", record
+    assert record["hosts"]["b"]["state"] == "exited"
+    assert record["hosts"]["b"]["codes"] == [None]  # not its child any more: no exit status
+    assert site.crawled() == site.expected()
+    assert record["stats"]["pages"] == 60

@@ -1,0 +1,83 @@
+"""The dashboard service for tests: a real `crawlfleet dashboard` process on a free loopback port
+(``start_dashboard``, a pytest fixture to import where it is used) and Debian's headless Chromium
+driven by selenium (``browser``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
+from support.crawl import ROOT
+from support.net import free_port
+from support.services import start_process, stop_process, wait_healthy
+
+KEY = "s3cret-dashboard-key"
+
+
+class Dashboard:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+        self.proc, self.port, self.log = proc, port, log
+        self.url = f"http://127.0.0.1:{port}"
+
+    def get(self, path: str, **kwargs: object) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=10, trust_env=False, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def start_dashboard(tmp_path: Path) -> Iterator[Callable[..., Dashboard]]:
+    """``start(redis_url, *flags, env={...})``: a dashboard with the API key ``KEY``."""
+    started: list[Dashboard] = []
+
+    def start(redis_url: str, *extra: str, env: dict[str, str] | None = None) -> Dashboard:
+        port = free_port()
+        log = tmp_path / f"dashboard{len(started)}.log"
+        environ = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT / "project"),
+            "DASHBOARD_API_KEY": KEY,
+            **(env or {}),
+        }
+        proc = start_process(
+            [sys.executable, "-m", "crawlfleet.cli", "dashboard", "--port", str(port),
+             "--redis-url", redis_url, "--sample-interval", "0.5", "--refresh", "0.5", *extra],
+            log, env=environ,
+        )  # fmt: skip
+        dash = Dashboard(proc, port, log)
+        started.append(dash)
+        wait_healthy(
+            proc, f"{dash.url}/health", log, accept=lambda answer: answer.status_code in (200, 503)
+        )
+        return dash
+
+    yield start
+    for dash in started:
+        stop_process(dash.proc, 15)
+
+
+def browser(tmp_path: Path) -> webdriver.Chrome:
+    """Headless Chromium (Debian's ``chromium`` and ``chromium-driver``), its console logged."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1100",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
