@@ -102,7 +102,15 @@ def view() -> dict[str, Any]:
         "schema": 1,
         "time": 1000.0,
         "redis": "redis://:***@hub:6379/0",
-        "hub": {"rtt_ms": 0.4, "cpu": 0.25},
+        "hub": {
+            "rtt_ms": 0.4,
+            "cpu": 0.25,
+            "time": 100.0,
+            "used_memory": 1024,
+            "maxmemory": 0,
+            "jobs": [],
+            "bans": {},
+        },
         "spiders": [spider],
         "pools": {
             "proxypool": {"url": "http://hub:5555/count", "count": 12, "error": None},

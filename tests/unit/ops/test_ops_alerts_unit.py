@@ -29,7 +29,7 @@ KEYS = st.sampled_from(["bans", "ban_events", "deadletter", "jobs", "memory"])
 def test_any_stored_state_reads_as_a_state_and_evaluates(data: Any) -> None:
     state = rules.AlertState.from_json(json.dumps(data))
     sample = view()
-    sample["hub"] = {"time": 100.0, "used_memory": 1, "maxmemory": 0, "jobs": [], "bans": {}}
+    sample["hub"] |= {"time": 100.0, "used_memory": 1, "maxmemory": 0, "jobs": [], "bans": {}}
     rules.evaluate(sample, state)
     assert rules.AlertState.from_json(state.to_json()) == state
 
@@ -49,7 +49,7 @@ def test_a_state_round_trips_and_junk_gives_a_fresh_one() -> None:
 
 def test_the_hub_gauges_and_the_lost_worker_render() -> None:
     sample = view()
-    sample["hub"] = {
+    sample["hub"] |= {
         "time": 100.0,
         "used_memory": 900,
         "maxmemory": 1000,
