@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 from selenium.webdriver.common.by import By
+from support.dashboard import KEY, browser, start_dashboard
 from support.waiting import wait_until
-from test_ops_dashboard import KEY, _browser, start_dashboard
 
 from crawlfleet.dashboard.metrics import METRIC_KEYS
 from crawlfleet.frontier.keys import SpiderKeys
@@ -150,7 +150,7 @@ def test_dashboard_page_and_metrics_show_the_bound(
         return pol["bound"] == "site"
 
     wait_until(api_site, timeout=20, what="/api/status to name the site")
-    driver = _browser(tmp_path)
+    driver = browser(tmp_path)
     try:
         driver.get(f"http://ops:{KEY}@127.0.0.1:{dash.port}/")
         section = f'section[data-spider="{SPIDER}"]'
