@@ -118,7 +118,6 @@ class Dashboard:
             "schema": clusterview.SCHEMA_VERSION,
             "time": round(time.time(), 3),
             "redis": self.where,
-            "hub": hub,
             "spiders": [
                 clusterview.spider_snapshot(
                     self.client,
@@ -133,7 +132,8 @@ class Dashboard:
             "pools": self.pools(),
             "refresh": self.settings.refresh,
         }
-        view["hub"] = clusterview.hub_snapshot(self.client, view["spiders"])
+        # the round trip and CPU share (politeness verdict) and the hub's own numbers (alerts)
+        view["hub"] = {**hub, **clusterview.hub_snapshot(self.client, view["spiders"])}
         return view
 
     async def page_view(self) -> dict[str, Any]:

@@ -224,7 +224,12 @@ def test_status_and_dashboard_metrics_follow_a_two_worker_crawl(
         (spider,) = json.loads(done.stdout)["spiders"]
         return dict(spider)
 
-    wait_until(lambda: status()["workers_alive"] == 2, timeout=30, what="two alive workers")
+    def both_alive() -> bool:
+        # until the first worker registers, the crawl does not exist yet: status says so
+        done = crawlfleet("status", "site", "--json", "--redis-url", redis_url)
+        return done.returncode == 0 and json.loads(done.stdout)["spiders"][0]["workers_alive"] == 2
+
+    wait_until(both_alive, timeout=60, what="two alive workers")
 
     def worker_up_lines() -> list[str]:
         text = get(f"{dashboard}/metrics", headers=KEY).text
