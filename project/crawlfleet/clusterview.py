@@ -17,7 +17,8 @@ Where the numbers come from (keys: docs/reference/redis-keys.md):
 * the politeness budget's keys (``crawlfleet.politeness``): the most recently used state hashes
   of ``<spider>:politeness:index`` and the recent bans (``<spider>:politeness:bans``), two more
   round trips, and a PING's round trip for the hub (:func:`bound_by` says which limit binds);
-* the pools' ``/count`` endpoints, when their URLs are configured.
+* the pools' ``/count`` endpoints, when their URLs are configured (an ``https://`` pool verified
+  against ``<POOL>_CA_FILE``, else ``CRAWLFLEET_CA_FILE``, as the workers' pool clients do).
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ from typing import Any
 
 import httpx
 import redis
+from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.frontier.keys import FRONTIER_GLOB, SpiderKeys, spider_of_frontier_key
+from crawlfleet.middlewares.poolclient import ca_context
 from crawlfleet.redisconn import mask_secrets, mask_url, url_secrets
 
 SCHEMA_VERSION = 1
@@ -180,10 +184,11 @@ class PoolConfig:
     accountpool_site: str = "demosite"
 
 
-def _pool_get(url: str, api_key: str) -> httpx.Response:
+def _pool_get(url: str, api_key: str, pool: str) -> httpx.Response:
     headers = {"X-API-Key": api_key} if api_key else {}
+    _, verify = ca_context(BaseSettings(), pool)
     # trust_env=False: a pool on the hub must not be reached through an HTTP(S)_PROXY.
-    return httpx.get(url, headers=headers, timeout=POOL_TIMEOUT, trust_env=False)
+    return httpx.get(url, headers=headers, timeout=POOL_TIMEOUT, trust_env=False, verify=verify)
 
 
 def pool_counts(config: PoolConfig) -> dict[str, dict[str, Any]]:
@@ -191,26 +196,32 @@ def pool_counts(config: PoolConfig) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     if config.proxypool_url:
         url = config.proxypool_url.rstrip("/") + "/count"
-        out["proxypool"] = _count_of(url, config.proxypool_api_key, lambda r: int(r.text.strip()))
+        out["proxypool"] = _count_of(
+            url, config.proxypool_api_key, "PROXYPOOL", lambda r: int(r.text.strip())
+        )
     if config.accountpool_url:
         site = config.accountpool_site
         url = f"{config.accountpool_url.rstrip('/')}/{site}/count"
-        entry = _count_of(url, config.accountpool_api_key, lambda r: int(r.json()["count"]))
+        entry = _count_of(
+            url, config.accountpool_api_key, "ACCOUNTPOOL", lambda r: int(r.json()["count"])
+        )
         entry["site"] = site
         out["accountpool"] = entry
     return out
 
 
-def _count_of(url: str, api_key: str, parse: Any) -> dict[str, Any]:
+def _count_of(url: str, api_key: str, pool: str, parse: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"url": mask_url(url), "count": None, "error": None}
     try:
-        response = _pool_get(url, api_key)
+        response = _pool_get(url, api_key, pool)
         if response.status_code != 200:
             entry["error"] = f"HTTP {response.status_code}: {response.text.strip()[:200]}"
         else:
             entry["count"] = parse(response)
     except httpx.HTTPError as exc:
         entry["error"] = f"{type(exc).__name__}: {exc}"
+    except NotConfigured as exc:
+        entry["error"] = str(exc)
     except (ValueError, KeyError, TypeError) as exc:
         entry["error"] = f"unexpected answer: {exc}"
     if entry["error"]:

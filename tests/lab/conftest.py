@@ -29,6 +29,7 @@ MODULE_ORDER = [
     "test_lab_serialization",
     "test_lab_rabbitmq",
     "test_lab_projects",
+    "test_lab_hub_security",
     "test_lab_scale_out",
 ]
 

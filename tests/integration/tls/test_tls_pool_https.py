@@ -23,6 +23,7 @@ from support.services import log_tail, start_process, stop_process
 from support.waiting import wait_until
 
 from crawlfleet import tlsca
+from crawlfleet.clusterview import PoolConfig, pool_counts
 from crawlfleet.middlewares.poolclient import PoolClient, PoolUnavailable, ca_context
 
 API_KEY = "proxypool-api-key-0123456789"
@@ -135,6 +136,22 @@ def test_crawlfleet_check_verifies_the_pool(
     assert bad.returncode == 1
     [line] = [x for x in bad.stdout.splitlines() if x.startswith("FAIL")]
     assert "proxy pool at localhost:" in line and "CRAWLFLEET_CA_FILE" in line, line
+
+
+def test_the_dashboards_pool_counts_verify_the_pool(
+    https_pool: str, tls_files: TlsFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # crawlfleet status and the dashboard count the pools with the fleet's CA as well
+    config = PoolConfig(proxypool_url=https_pool, proxypool_api_key=API_KEY)
+    monkeypatch.setenv("CRAWLFLEET_CA_FILE", str(tls_files.ca_cert))
+    assert pool_counts(config)["proxypool"]["count"] == 1
+    tlsca.ensure_ca(tmp_path)
+    monkeypatch.setenv("CRAWLFLEET_CA_FILE", str(tmp_path / "ca.crt"))
+    other_ca = pool_counts(config)["proxypool"]
+    assert other_ca["count"] is None and "CERTIFICATE_VERIFY_FAILED" in other_ca["error"], other_ca
+    monkeypatch.setenv("CRAWLFLEET_CA_FILE", str(tmp_path / "missing.crt"))
+    missing = pool_counts(config)["proxypool"]["error"]
+    assert missing.startswith("CRAWLFLEET_CA_FILE: cannot use"), missing
 
 
 @pytest.mark.parametrize("which", ["PROXYPOOL_TLS_CERT", "PROXYPOOL_TLS_KEY"])
