@@ -325,16 +325,14 @@ def scrapy_total(view: dict[str, Any], name: str) -> int:
     return sum(int((row.get("scrapy") or {}).get(name) or 0) for row in view.get("workers") or [])
 
 
-def pace_line(rate: float, proxies: int | None, limit: int, view: dict[str, Any]) -> str:
-    """The crawl's pace as a fraction of what the proxies allow, and what binds it (issue 16)."""
-    polite = view.get("politeness") or {}
-    bound = f"; bound by: {polite['bound']} ({polite.get('reason') or '-'})" if polite else ""
+def pace_line(what: str, rate: float, proxies: int | None, limit: int) -> str:
+    """The crawl's pace as a fraction of what the proxies allow (issue 16)."""
     if not proxies or not limit:
-        return f"pace: {rate:.1f} requests/s (no proxy-bound limit known){bound}"
+        return f"pace ({what}): {rate:.1f} requests/s (no proxy-bound limit known)"
     allowed = proxies * limit
     return (
-        f"pace: {rate:.1f} requests/s = {rate / allowed:.2f} of the {allowed} requests/s the site "
-        f"allows {proxies} proxies ({limit}/s per address, lab_demosite_rate_limit){bound}"
+        f"pace ({what}): {rate:.1f} requests/s = {rate / allowed:.2f} of the {allowed} requests/s "
+        f"the site allows {proxies} proxies ({limit}/s per address, lab_demosite_rate_limit)"
     )
 
 
@@ -345,6 +343,9 @@ class LiveView:
     def __init__(self, started: float) -> None:
         self.started = started
         self.last: tuple[float, dict[str, int]] | None = None
+        # the cluster's pages/s over each poll interval that began with requests waiting
+        self.busy_rates: list[float] = []
+        self._waiting = False
 
     def __call__(self, view: dict[str, Any]) -> None:
         now = time.monotonic()
@@ -356,7 +357,11 @@ class LiveView:
                 f"{host} {(count - self.last[1].get(host, 0)) / span:5.1f}/s"
                 for host, count in sorted(pages.items())
             )
+            if self._waiting:
+                done = sum(pages.values()) - sum(self.last[1].values())
+                self.busy_rates.append(done / span)
         self.last = (now, pages)
+        self._waiting = int(view.get("queued") or 0) > 0
         total, items = view.get("total") or 0, view.get("items") or 0
         filled = int(24 * items / total) if total else 0
         bar = "#" * filled + "." * (24 - filled)
@@ -368,7 +373,13 @@ class LiveView:
         )
 
 
-def print_summary(crawl: LabCrawl, view: dict[str, Any], ids: list[str], elapsed: float) -> int:
+def print_summary(
+    crawl: LabCrawl,
+    view: dict[str, Any],
+    ids: list[str],
+    elapsed: float,
+    busy_rates: list[float] | None = None,
+) -> int:
     total = int(view.get("total") or 0)
     distinct = len(set(ids))
     hosts = per_host(view)
@@ -418,7 +429,15 @@ def print_summary(crawl: LabCrawl, view: dict[str, Any], ids: list[str], elapsed
         f"{'all survived' if ok else 'NOT all survived'}"
     )
     print(f"  elapsed: {elapsed:.0f} s, {pages / max(elapsed, 1):.1f} pages/s for the cluster")
-    print("  " + pace_line(pages / max(elapsed, 1), proxies, crawl.site_rate_limit(), view))
+    limit = crawl.site_rate_limit()
+    print("  " + pace_line("overall", pages / max(elapsed, 1), proxies, limit))
+    if busy_rates:
+        # the median poll interval while requests waited: start-up and the idle close left out
+        steady = sorted(busy_rates)[len(busy_rates) // 2]
+        print("  " + pace_line("while requests waited", steady, proxies, limit))
+    polite = view.get("politeness") or {}
+    if polite:
+        print(f"  bound by: {polite['bound']} ({polite.get('reason') or '-'}) at the end")
     hub = crawl.addresses.get((crawl.groups.get("redis") or ["a"])[0], "?")
     print("next:")
     print(
@@ -445,9 +464,10 @@ def demo(timeout: float) -> int:
     started = time.monotonic()
     crawl.crawl_playbook("start")
     print("==> crawling (every 3 s: progress, queue, requests in flight, pages/s per worker)")
-    view = crawl.wait_done(timeout, on_poll=LiveView(started), interval=3)
+    live = LiveView(started)
+    view = crawl.wait_done(timeout, on_poll=live, interval=3)
     elapsed = time.monotonic() - started
-    return print_summary(crawl, view, crawl.item_ids(), elapsed)
+    return print_summary(crawl, view, crawl.item_ids(), elapsed, live.busy_rates)
 
 
 def main(argv: list[str]) -> int:
