@@ -339,6 +339,4 @@ def lone(ctx: Any, books: int, cap: float) -> list[dict[str, Any]]:
 def run(ctx: Any) -> list[dict[str, Any]]:
     if ctx.quick:
         return proxied(ctx, books=300, cap=15, scenarios=(2,)) + lone(ctx, books=300, cap=15)
-    # 3,000 books: about a minute per crawl at the limit, so Scrapy's start-up and the last
-    # requests (a second or two each) weigh a few per cent, as in a real crawl's steady state
-    return proxied(ctx, books=3000, cap=120, scenarios=(1, 2, 3)) + lone(ctx, books=300, cap=25)
+    return proxied(ctx, books=1000, cap=60, scenarios=(1, 2, 3)) + lone(ctx, books=300, cap=25)
