@@ -21,7 +21,8 @@ from labcrawl import LabCrawl, per_host
 from labhosts import Lab, changed_tasks, recap, run
 from labroles import HUB, WORKER, host_python, lab_secret
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(2400)]
+# about 8.5 minutes (three converges and a crawl): `make lab-security`, not part of make test
+pytestmark = [pytest.mark.lab, pytest.mark.security, pytest.mark.timeout(2400)]
 
 SECURE = {"crawlfleet_tls_enabled": True, "crawlfleet_redis_acl_enabled": True}
 CA_FILE = "/etc/crawlfleet/tls/ca.crt"
