@@ -4,7 +4,7 @@
 ``check``): it hides every credential form redis-py's URL parser accepts — ``:pw@``,
 ``user:pw@``, a lone ``pw@`` (redis-py sends it as a user name, so it may be a password),
 ``?password=`` and ``?username=``, and any query parameter it does not know to be harmless —
-for ``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://`` and ``redis+cluster://``
+for ``redis://``, ``rediss://``, ``unix://``, ``redis(s)+sentinel://`` and ``redis+cluster://``
 (several ``host:port`` pairs) and the pools' ``http(s)://`` URLs alike. A URL it cannot read
 with certainty (no ``scheme://``, an ``@`` after the host part, a bad IPv6 bracket) is not
 echoed at all. ``redis_location`` is the scheme, host, port and database only, for
@@ -17,6 +17,9 @@ Sentinel's own password is the ``sentinel_password`` query parameter. ``get_redi
 ``get_async_redis`` then build a client whose pool asks the Sentinels for the current primary
 on every new connection, so a client follows a failover without a restart (a connection to a
 demoted primary answers READONLY, which redis-py turns into a reconnect).
+``rediss+sentinel://`` is the same over TLS, to the Sentinels and to the primary or replica they
+name alike: it takes rediss://'s ``ssl_*`` options (``ssl_ca_certs``, ``ssl_certfile`` …) and
+verifies as rediss:// does; ``redis+sentinel://`` refuses them.
 
 ``rediss://host:port/db?ssl_ca_certs=<CA file>`` is Redis over TLS: the clients always verify
 the server's certificate against that CA (or the system's) and its name against the URL's host
@@ -49,8 +52,10 @@ _clients: dict[tuple[str, tuple[tuple[str, Any], ...]], redis.Redis] = {}
 _lock = threading.Lock()
 
 SENTINEL_SCHEME = "redis+sentinel"
-SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
-SENTINEL_SHAPE = "redis+sentinel://[:password@]host:port[,host:port…]/service/db"
+TLS_SENTINEL_SCHEME = "rediss+sentinel"
+SENTINEL_SCHEMES = (SENTINEL_SCHEME, TLS_SENTINEL_SCHEME)
+SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
+SENTINEL_SHAPE = "redis(s)+sentinel://[:password@]host:port[,host:port…]/service/db"
 URL_SHAPE = f"redis://[:password@]host:port/db or {SENTINEL_SHAPE}"
 SENTINEL_PORT = 26379
 _SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -100,15 +105,20 @@ class RedisAuthError(RedisConfigError):
     """Redis refused the URL's credentials (bad configuration: a restart would not help)."""
 
 
+def is_sentinel_url(url: str) -> bool:
+    """True for a ``redis+sentinel://`` or ``rediss+sentinel://`` (TLS) URL."""
+    return url.startswith(tuple(scheme + "://" for scheme in SENTINEL_SCHEMES))
+
+
 def _split(url: str) -> SplitResult:
     """``urlsplit``, except for a Sentinel URL's host list (an IPv6 ``[…]`` past its start)."""
-    prefix = SENTINEL_SCHEME + "://"
-    if not url.startswith(prefix):
+    if not is_sentinel_url(url):
         return urlsplit(url)
-    rest, _, fragment = url[len(prefix) :].partition("#")
+    scheme, _, rest = url.partition("://")
+    rest, _, fragment = rest.partition("#")
     rest, _, query = rest.partition("?")
     netloc, slash, path = rest.partition("/")
-    return SplitResult(SENTINEL_SCHEME, netloc, slash + path, query, fragment)
+    return SplitResult(scheme, netloc, slash + path, query, fragment)
 
 
 def _unreadable(url: str) -> str:
@@ -201,7 +211,7 @@ def url_secrets(url: str) -> tuple[str, ...]:
 def has_credentials(url: str) -> bool:
     """True when redis-py would send a user name or password for ``url`` (any of its forms)."""
     try:
-        if url.startswith(SENTINEL_SCHEME + "://"):
+        if is_sentinel_url(url):
             target = parse_sentinel_url(url)
             return bool(target.username or target.password)
         return bool({"username", "password"} & parse_url(url).keys())
@@ -211,7 +221,7 @@ def has_credentials(url: str) -> bool:
 
 @dataclass(frozen=True)
 class SentinelTarget:
-    """What a ``redis+sentinel://`` URL names: the Sentinels, the service, how to log in."""
+    """What a ``redis(s)+sentinel://`` URL names: the Sentinels, the service, how to log in."""
 
     sentinels: tuple[tuple[str, int], ...]
     service: str
@@ -219,6 +229,7 @@ class SentinelTarget:
     username: str | None = None
     password: str | None = None
     sentinel_password: str | None = None
+    tls: bool = False  # rediss+sentinel://: TLS to the Sentinels and to the nodes they name
     # the other query parameters, converted as redis-py converts them (socket_timeout → float…)
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -250,15 +261,17 @@ def _sentinel_address(piece: str) -> tuple[str, int]:
 
 
 def parse_sentinel_url(url: str) -> SentinelTarget:
-    """Read ``redis+sentinel://[:password@]host:port[,host:port…]/<service>[/<db>][?…]``.
+    """Read ``redis(s)+sentinel://[:password@]host:port[,host:port…]/<service>[/<db>][?…]``.
 
     ``ValueError`` with one phrase that quotes nothing of the URL when it cannot be read. The
     database defaults to 0, a Sentinel's port to 26379; ``?sentinel_password=`` is the
-    Sentinels' own password, the other query parameters are redis-py's (``socket_timeout`` …).
+    Sentinels' own password, the other query parameters are redis-py's (``socket_timeout`` …,
+    and with ``rediss+sentinel://`` the ``ssl_*`` ones).
     """
-    parts = _split(url)
-    if parts.scheme != SENTINEL_SCHEME or not url.startswith(SENTINEL_SCHEME + "://"):
+    if not is_sentinel_url(url):
         raise ValueError(f"must look like {SENTINEL_SHAPE}")
+    parts = _split(url)
+    tls = parts.scheme == TLS_SENTINEL_SCHEME
     if "@" in parts.path or "@" in parts.query or parts.fragment:
         raise ValueError(
             "has an '@' or '#' after the host list: percent-encode '/', '?', '#' and '@' "
@@ -294,8 +307,11 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
             f"has {len(unknown)} query parameter(s) it does not read "
             "(it reads sentinel_password, password, socket_timeout …)"
         )
-    if any(n.startswith("ssl") for n in names):
-        raise ValueError("has TLS options (ssl_*), which redis+sentinel:// does not take")
+    if not tls and any(n.startswith("ssl") for n in names):
+        raise ValueError(
+            "has TLS options (ssl_*), which redis+sentinel:// does not take "
+            "(rediss+sentinel:// does)"
+        )
     try:
         options = parse_url("redis://localhost/0?" + parts.query)
     except ValueError as exc:
@@ -313,6 +329,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
         username=username,
         password=password,
         sentinel_password=options.pop("sentinel_password", None),
+        tls=tls,
         options=options,
     )
 
@@ -327,7 +344,7 @@ def url_problem(url: str) -> str | None:
         return f"is not a valid URL ({exc})"
     if parts.scheme not in SCHEMES:
         return f"must look like {URL_SHAPE}"
-    if parts.scheme == SENTINEL_SCHEME:
+    if parts.scheme in SENTINEL_SCHEMES:
         try:
             parse_sentinel_url(url)
         except ValueError as exc:
@@ -369,7 +386,12 @@ def _sentinel_parts(
     """The target, the Sentinels' connection options and the primary's connection options."""
     target = parse_sentinel_url(url)
     options = {**params, **target.options}  # the URL wins, as in redis-py's from_url
-    sentinel_kwargs: dict[str, Any] = {k: v for k, v in options.items() if k.startswith("socket_")}
+    if target.tls:
+        # "ssl" makes redis-py's Sentinel pool use SentinelManagedSSLConnection for the nodes
+        options = {**TLS_DEFAULTS, **options, "ssl": True}
+    sentinel_kwargs: dict[str, Any] = {
+        k: v for k, v in options.items() if k.startswith(("socket_", "ssl"))
+    }
     # One try per Sentinel and per call: the next Sentinel is asked at once, and the primary's
     # client retries the whole discovery under its own retry policy.
     sentinel_kwargs["retry"] = retry_class(redis.backoff.NoBackoff(), 0)
@@ -409,7 +431,7 @@ def _with_tls_defaults(url: str, params: dict[str, Any]) -> dict[str, Any]:
 def url_user(url: str) -> str:
     """The ACL user redis-py logs in as for ``url`` (``default`` when the URL names none)."""
     try:
-        if url.startswith(SENTINEL_SCHEME + "://"):
+        if is_sentinel_url(url):
             return parse_sentinel_url(url).username or "default"
         return str(parse_url(url).get("username") or "default")
     except ValueError:
@@ -441,11 +463,14 @@ def tls_problem(
     what: str = "Redis",
     setting: str = "REDIS_URL",
     ca: str = "ssl_ca_certs",
+    *,
+    at: str = "",
 ) -> str | None:
-    """Why the TLS handshake with ``what`` at ``url`` failed (host and cause, one line naming
-    ``setting`` and the CA setting ``ca``), or None when ``exc`` is no TLS failure."""
+    """Why the TLS handshake with ``what`` at ``url`` (or the ``host:port`` ``at``) failed (host
+    and cause, one line naming ``setting`` and the CA setting ``ca``), or None when ``exc`` is no
+    TLS failure."""
     chain = exception_chain(exc)
-    where = _where(url)
+    where = at or _where(url)
     for error in chain:
         if isinstance(error, ssl.SSLCertVerificationError):
             said = str(error.verify_message or error.reason or error).rstrip(".")
@@ -482,7 +507,7 @@ def get_redis(url: str, **params: Any) -> redis.Redis:
     """
 
     def build() -> redis.Redis:
-        if url.startswith(SENTINEL_SCHEME + "://"):
+        if is_sentinel_url(url):
             target, sentinel_kwargs, primary = _sentinel_parts(url, params)
             manager = redis.sentinel.Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs)
             return manager.master_for(target.service, **primary)
@@ -506,7 +531,7 @@ def get_async_redis(url: str, *, blocking: bool = False, **params: Any) -> aiore
     """
 
     def build() -> aioredis.Redis:
-        if url.startswith(SENTINEL_SCHEME + "://"):
+        if is_sentinel_url(url):
             target, sentinel_kwargs, primary = _sentinel_parts(url, params, AsyncRetry)
             manager = aiosentinel.Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs)
             pool_class = _BlockingSentinelPool if blocking else aiosentinel.SentinelConnectionPool
@@ -526,7 +551,7 @@ def sentinel_problem(url: str, timeout: float = 2.0) -> str:
     Asks each Sentinel in turn: none reachable, one refusing ``sentinel_password``, none
     knowing the service, or the service known but its primary unreachable.
     """
-    target = parse_sentinel_url(url)
+    target, sentinel_kwargs, _ = _sentinel_parts(url, {})
     secrets = url_secrets(url)
     where = f"{target.where} (REDIS_URL)"
     answered: set[str] = set()
@@ -535,10 +560,7 @@ def sentinel_problem(url: str, timeout: float = 2.0) -> str:
         sentinel = redis.Redis(
             host,
             port,
-            password=target.sentinel_password,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
+            **{**sentinel_kwargs, "socket_timeout": timeout, "socket_connect_timeout": timeout},
         )
         try:
             reply = sentinel.sentinel_masters()
@@ -548,6 +570,9 @@ def sentinel_problem(url: str, timeout: float = 2.0) -> str:
             errors.append(mask_secrets(str(exc), secrets))
             continue
         except (redis.RedisError, OSError) as exc:
+            tls = tls_problem(exc, url, "the Sentinel", at=f"{host}:{port}")
+            if tls is not None:
+                return tls
             errors.append(mask_secrets(str(exc), secrets))
             continue
         finally:
@@ -568,6 +593,12 @@ def sentinel_problem(url: str, timeout: float = 2.0) -> str:
     return f"no Sentinel reachable at {where}: {errors[0].rstrip('.')}"
 
 
+def _node_address(client: redis.Redis) -> str:
+    """The ``host:port`` a Sentinel-managed client last connected to, or ``""``."""
+    address = getattr(client.connection_pool, "master_address", None)
+    return f"{address[0]}:{address[1]}" if address else ""
+
+
 def check_connection(client: redis.Redis, url: str) -> None:
     """Ping Redis once; on failure raise a one-line ``RedisConfigError`` naming the masked URL.
 
@@ -578,6 +609,8 @@ def check_connection(client: redis.Redis, url: str) -> None:
         client.ping()
     except redis.sentinel.MasterNotFoundError:
         problem = sentinel_problem(url)
+        if problem.startswith(("the TLS certificate", "no TLS session")):
+            raise RedisAuthError(problem) from None  # as for rediss://: a restart would not help
         if " knows a service " in problem or "sentinel_password" in problem:
             raise RedisUrlError(problem) from None  # configuration: a restart would not help
         raise RedisConfigError(problem) from None
@@ -594,7 +627,7 @@ def check_connection(client: redis.Redis, url: str) -> None:
             ) from None
         raise
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        tls = tls_problem(exc, url)
+        tls = tls_problem(exc, url, at=_node_address(client))
         if tls is not None:
             raise RedisAuthError(tls) from None  # configuration: a restart would not help
         raise RedisConfigError(

@@ -5,6 +5,8 @@
 ``SentinelGroup.url`` is the ``redis+sentinel://`` URL clients use; ``kill_primary`` sends SIGKILL
 to the primary and ``wait_failover`` waits (bounded) until every Sentinel names a new primary that
 answers as one. Nothing here sleeps to wait: every wait polls a condition with a deadline.
+With ``tls`` (certificates from :func:`support.secureredis.make_tls_files`) every process listens
+with TLS only (``port 0``, ``tls-replication yes``) and ``url`` is a ``rediss+sentinel://`` URL.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
 from support.net import free_port
+from support.secureredis import TlsFiles
 from support.services import start_process, stop_process, wait_listening
 from support.waiting import wait_until
 
@@ -49,21 +53,37 @@ class SentinelGroup:
     service: str = SERVICE
     password: str = PASSWORD
     sentinel_password: str = SENTINEL_PASSWORD
+    tls: TlsFiles | None = None
     nodes: list[Node] = field(default_factory=list)
     sentinels: list[Node] = field(default_factory=list)
 
-    def url(self, db: int = 0, service: str | None = None) -> str:
+    def url(self, db: int = 0, service: str | None = None, ca: Path | None = None) -> str:
+        """The clients' URL; with TLS, verified against ``ca`` (the group's CA by default)."""
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
-        return (
-            f"redis+sentinel://:{self.password}@{hosts}/{service or self.service}/{db}"
+        scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
+        url = (
+            f"{scheme}://:{self.password}@{hosts}/{service or self.service}/{db}"
             f"?sentinel_password={self.sentinel_password}"
         )
+        if self.tls:
+            url += f"&ssl_ca_certs={ca or self.tls.ca_cert}"
+        return url
+
+    def _tls_options(self) -> dict[str, Any]:
+        # the group's own probes check the chain only: a test may issue another name's certificates
+        if self.tls is None:
+            return {}
+        return {"ssl": True, "ssl_ca_certs": str(self.tls.ca_cert), "ssl_check_hostname": False}
 
     def node_client(self, port: int) -> redis.Redis:
-        return redis.Redis(port=port, password=self.password, socket_timeout=2)
+        return redis.Redis(
+            port=port, password=self.password, socket_timeout=2, **self._tls_options()
+        )
 
     def sentinel_client(self, node: Node) -> redis.Redis:
-        return redis.Redis(port=node.port, password=self.sentinel_password, socket_timeout=2)
+        return redis.Redis(
+            port=node.port, password=self.sentinel_password, socket_timeout=2, **self._tls_options()
+        )
 
     def named_primaries(self) -> set[int | None]:
         """The primary port each live Sentinel names now (None: it cannot answer)."""
@@ -139,13 +159,29 @@ def _start(argv: list[str], workdir: Path, port: int, name: str) -> Node:
     return Node(port, process, log)
 
 
+def _tls_config(tls: TlsFiles | None, port: int) -> list[tuple[str, str]]:
+    """The listening directives: plain ``port``, or TLS only on it (replication over TLS too)."""
+    if tls is None:
+        return [("port", str(port))]
+    return [
+        ("port", "0"),
+        ("tls-port", str(port)),
+        ("tls-cert-file", str(tls.cert)),
+        ("tls-key-file", str(tls.key)),
+        ("tls-ca-cert-file", str(tls.ca_cert)),
+        ("tls-auth-clients", "no"),
+        ("tls-replication", "yes"),
+    ]
+
+
 def _data_node(group: SentinelGroup, index: int, primary: int | None) -> Node:
     port = free_port()
     workdir = group.workdir / f"redis{index}"
     workdir.mkdir(parents=True)
+    listen = [arg for name, value in _tls_config(group.tls, port) for arg in (f"--{name}", value)]
     argv = [
         server_binary(),
-        "--port", str(port),
+        *listen,
         "--bind", "127.0.0.1",
         "--dir", str(workdir),
         "--save", "",
@@ -165,9 +201,9 @@ def _sentinel(group: SentinelGroup, index: int, primary: int) -> Node:
     workdir.mkdir(parents=True)
     config = workdir / "sentinel.conf"
     name = group.service
+    listen = "".join(f"{name} {value}\n" for name, value in _tls_config(group.tls, port))
     config.write_text(
-        f"port {port}\n"
-        "bind 127.0.0.1\n"
+        listen + "bind 127.0.0.1\n"
         "daemonize no\n"
         f'dir "{workdir}"\n'
         f"requirepass {group.sentinel_password}\n"
@@ -181,9 +217,9 @@ def _sentinel(group: SentinelGroup, index: int, primary: int) -> Node:
     return _start([server_binary(), str(config), "--sentinel"], workdir, port, "sentinel")
 
 
-def start_sentinel_group(workdir: Path) -> SentinelGroup:
+def start_sentinel_group(workdir: Path, tls: TlsFiles | None = None) -> SentinelGroup:
     """Start the six processes and wait until the group is ready to fail over."""
-    group = SentinelGroup(workdir)
+    group = SentinelGroup(workdir, tls=tls)
     try:
         group.nodes.append(_data_node(group, 0, None))
         primary = group.nodes[0].port

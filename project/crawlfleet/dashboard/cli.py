@@ -69,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         client = connect(settings)
         sock = runtime.bind(settings.host, settings.port, "--host/DASHBOARD_HOST")
         log.info(
-            "dashboard on http://%s:%d/ reading %s (API key %s)",
+            "dashboard on %s://%s:%d/ reading %s (API key %s)",
+            "https" if settings.tls_cert else "http",
             settings.host,
             sock.getsockname()[1],
             mask_url(settings.redis_url),

@@ -24,7 +24,7 @@ from crawlfleet.frontier.keys import (
     KeySetting,
     SpiderKeys,
 )
-from crawlfleet.redisconn import SENTINEL_SCHEME, check_connection, get_redis, mask_url
+from crawlfleet.redisconn import check_connection, get_redis, is_sentinel_url, mask_url
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # socket_timeout bounds how long any frontier call can block the reactor: no retries inside a
@@ -85,7 +85,7 @@ def redis_from_settings(settings: BaseSettings, check: bool = True) -> redis.Red
 
 def default_wait(url: str) -> int:
     """``SCHEDULER_WAIT_REPLICAS``'s default: 1 through Sentinel (a failover loses no enqueue)."""
-    return 1 if url.startswith(SENTINEL_SCHEME + "://") else 0
+    return 1 if is_sentinel_url(url) else 0
 
 
 def _positive(settings: BaseSettings, name: str, default: float) -> float:
