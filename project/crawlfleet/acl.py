@@ -5,17 +5,25 @@ each limited to the keys and commands that role needs, and ``default`` switched 
 client must name its user in REDIS_URL (``redis://crawler:<password>@hub:6379/0``):
 
 * ``crawler``: every key of the configured spiders (``~<spider>:*``; the frontier's Lua
-  scripts derive all their key names from that prefix and Redis checks them all) and its
-  ``crawlfleet check`` probe key; the data, scripting and transaction commands, ``WAIT`` and
-  ``TIME``; nothing of ``@dangerous`` or ``@admin``, no ``SCRIPT FLUSH``/``KILL``, no
-  ``FUNCTION``. It cannot read the account pool's keys.
+  scripts derive all their key names from that prefix and Redis checks them all), its
+  ``crawlfleet check`` probe key and what ``crawlfleet agent`` on a worker needs
+  (:data:`AGENT_KEYS`: the agents' registry and records with their command lists, the job
+  records, their histories and the two job indexes; the acks write-only, ``%W~``); the data,
+  scripting and transaction commands, ``WAIT`` and ``TIME``; nothing of ``@dangerous`` or
+  ``@admin``, no ``SCRIPT FLUSH``/``KILL``, no ``FUNCTION``. It cannot read the account pool's
+  keys, create a job (the job counter), touch the schedules, the scheduler's lock or the alerts'
+  state. All workers share this one user, so it cannot tell one agent's record or command list
+  from another's.
 * ``proxypool``: its sorted set and counters (``~proxypool:*``), the same commands.
 * ``accountpool``: ``~accounts:*``, ``~credentials:*`` and ``~accountpool:*``, the same commands.
-* ``dashboard``: reads the spiders' keys (``%R~<spider>:*``) with read commands only; the one
-  key it writes is its own queue-depth series ``<spider>:ops:queue`` (``RPUSH``/``LTRIM``/
-  ``PEXPIRE`` from its sampler script). It cannot change a frontier, pool or account key.
+* ``dashboard``: reads the spiders' keys (``%R~<spider>:*``) and the jobs, agents and schedules
+  (:data:`DASHBOARD_READS`) with read commands only, plus ``INFO`` (the hub-near-maxmemory
+  alert); the keys it writes are its own queue-depth series ``<spider>:ops:queue``
+  (``RPUSH``/``LTRIM``/``PEXPIRE`` from its sampler script) and the alerts' state
+  ``crawlfleet:alerts:state`` (``SET``). It cannot change a frontier, job, pool or account key.
 * ``operator``: every key, every command but ``@dangerous`` (``INFO`` allowed): seed, pause,
-  purge, requeue, export and status.
+  purge, requeue, export, status, ``crawlfleet job``/``schedule`` and the hub's ``crawlfleet
+  agent --schedules`` (it creates jobs and commands every agent).
 
 Passwords are stored as ``#<sha256>``; the clear text never reaches the file.
 """
@@ -27,12 +35,32 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.frontier.keys import JobKeys, SpiderKeys
 
 ROLES = ("crawler", "proxypool", "accountpool", "dashboard", "operator")
 CHECK_KEYS = "crawlfleet:check:*"
 PROXYPOOL_KEYS = ("proxypool:*",)
 ACCOUNTPOOL_KEYS = ("accounts:*", "credentials:*", "accountpool:*")
+_JOBS = JobKeys()
+# What a worker's agent reads and writes: its registration, its commands (BLPOP), the job records
+# it updates, finalizes and trims, and the two job indexes; the acks it only writes.
+AGENT_KEYS = (
+    _JOBS.agents,
+    _JOBS.agent("*"),  # also matches crawlfleet:agent:<name>:commands
+    _JOBS.job("*"),  # also matches crawlfleet:job:<id>:history
+    _JOBS.jobs,
+    _JOBS.jobs_active,
+)
+AGENT_WRITES = (_JOBS.ack("*"),)
+# What the dashboard's jobs page and alerts read of the fleet's keys.
+DASHBOARD_READS = (
+    _JOBS.job("*"),
+    _JOBS.jobs,
+    _JOBS.jobs_active,
+    _JOBS.agents,
+    _JOBS.agent("*"),
+    _JOBS.schedules,
+)
 # A spider or user name that goes into an ACL line verbatim (no spaces, no glob characters).
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -63,7 +91,9 @@ _DASHBOARD_COMMANDS = (
     "+rpush",
     "+ltrim",
     "+pexpire",
+    "+set",
     "-@dangerous",
+    "+info",  # INFO is in @dangerous: allowed after it
 )
 _OPERATOR_COMMANDS = ("+@all", "-@dangerous", "+info")
 
@@ -105,15 +135,18 @@ def role_rules(role: str, spiders: Sequence[str]) -> RoleRules:
     if role == "crawler":
         if not names:
             raise AclError("the crawler user needs at least one spider (--spider)")
-        return RoleRules(role, (*own, f"~{CHECK_KEYS}"), _DATA_COMMANDS)
+        agent = (*(f"~{k}" for k in AGENT_KEYS), *(f"%W~{k}" for k in AGENT_WRITES))
+        return RoleRules(role, (*own, f"~{CHECK_KEYS}", *agent), _DATA_COMMANDS)
     if role == "proxypool":
         return RoleRules(role, tuple(f"~{k}" for k in PROXYPOOL_KEYS), _DATA_COMMANDS)
     if role == "accountpool":
         return RoleRules(role, tuple(f"~{k}" for k in ACCOUNTPOOL_KEYS), _DATA_COMMANDS)
     if role == "dashboard":
         reads = tuple(f"%R~{SpiderKeys(s).prefix}:*" for s in names)
+        reads += tuple(f"%R~{k}" for k in DASHBOARD_READS)
         series = tuple(f"~{SpiderKeys(s).ops_queue}" for s in names)
-        return RoleRules(role, (*reads, *series), _DASHBOARD_COMMANDS)
+        state = f"~{_JOBS.alerts_state}"
+        return RoleRules(role, (*reads, *series, state), _DASHBOARD_COMMANDS)
     if role == "operator":
         return RoleRules(role, ("~*",), _OPERATOR_COMMANDS)
     raise AclError(f"unknown role {role[:40]!r}: the roles are {', '.join(ROLES)}")

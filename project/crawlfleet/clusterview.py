@@ -798,7 +798,7 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
         view["spider"]: {w["id"]: _int(_num(next(replies))) for w in view["workers"]}
         for view in spiders
     }
-    # A user limited to the spiders' keys (the ACL's dashboard user) gets no INFO and no jobs.
+    # A user refused INFO or the jobs' keys (not the ACL's dashboard) gets no memory, no jobs.
     try:
         memory: dict[str, Any] | None = client.info("memory")
     except redis.ResponseError:

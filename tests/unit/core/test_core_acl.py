@@ -28,11 +28,35 @@ def test_default_is_off_and_passwords_are_hashed() -> None:
 
 def test_the_crawler_and_dashboard_are_limited_to_the_spiders() -> None:
     crawler = acl.role_rules("crawler", ["book", "adv"])
-    assert crawler.keys == ("~book:*", "~adv:*", "~crawlfleet:check:*")
+    assert crawler.keys[:3] == ("~book:*", "~adv:*", "~crawlfleet:check:*")
     assert "-@dangerous" in crawler.commands
     dashboard = acl.role_rules("dashboard", ["book"])
-    assert dashboard.keys == ("%R~book:*", "~book:ops:queue")
+    assert dashboard.keys[0] == "%R~book:*"
+    assert [k for k in dashboard.keys if not k.startswith("%R~")] == [
+        "~book:ops:queue",
+        "~crawlfleet:alerts:state",
+    ]
     assert "+@write" not in dashboard.commands
+
+
+def test_the_agent_keys_and_the_dashboard_info() -> None:
+    crawler = acl.role_rules("crawler", ["book"])
+    assert crawler.keys[1:] == (
+        "~crawlfleet:check:*",
+        "~crawlfleet:agents",
+        "~crawlfleet:agent:*",
+        "~crawlfleet:job:*",
+        "~crawlfleet:jobs",
+        "~crawlfleet:jobs:active",
+        "%W~crawlfleet:ack:*",
+    )
+    # INFO is in @dangerous: Redis applies the rules in order, so +info must come after it
+    commands = acl.role_rules("dashboard", ["book"]).commands
+    assert commands.index("+info") > commands.index("-@dangerous")
+    for role in acl.ROLES:
+        rules = acl.role_rules(role, ["book"]).commands
+        for never in ("+config", "+keys", "+flushall", "+flushdb", "+debug", "+@dangerous"):
+            assert never not in rules
 
 
 @pytest.mark.parametrize(
