@@ -179,6 +179,27 @@ def _authorized(request: Request, key: str) -> bool:
     return hmac.compare_digest(password.encode(), key.encode())
 
 
+def refused(request: Request, key: str) -> Response | None:
+    """The 401 answer when a key is set and the request does not carry it, else None."""
+    if not key or _authorized(request, key):
+        return None
+    return PlainTextResponse(
+        "authentication required: X-API-Key header or basic auth (password = key)",
+        401,
+        headers={"WWW-Authenticate": REALM},
+    )
+
+
+def html_headers(html: str, referrer: str) -> dict[str, str]:
+    """The headers of a dashboard page: no caching, its own CSP (hashes of its inline parts)."""
+    return {
+        "Cache-Control": "no-store",
+        "Content-Security-Policy": content_security_policy(html),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": referrer,
+    }
+
+
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -187,21 +208,12 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
     # The sync client runs in worker threads: the deadline answers for it, the thread finishes.
     redis_guard = RedisGuard(None, dash.where)
     html = page_html(settings.refresh)
-    page_headers = {
-        "Cache-Control": "no-store",
-        "Content-Security-Policy": content_security_policy(html),
-        "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
-    }
+    page_headers = html_headers(html, "no-referrer")
 
     def guarded(handler: Handler) -> Handler:
         async def check(request: Request) -> Response:
-            if settings.api_key and not _authorized(request, settings.api_key):
-                return PlainTextResponse(
-                    "authentication required: X-API-Key header or basic auth (password = key)",
-                    401,
-                    headers={"WWW-Authenticate": REALM},
-                )
+            if (denied := refused(request, settings.api_key)) is not None:
+                return denied
             try:
                 return await redis_guard.run(lambda: handler(request))
             except RedisFailure as exc:

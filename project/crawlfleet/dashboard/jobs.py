@@ -43,18 +43,17 @@ import redis
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from crawlfleet.commands import seed
 from crawlfleet.commands.job import pair, workers_count
 from crawlfleet.commands.opsargs import UsageError, check_spider
 from crawlfleet.dashboard.app import (
-    REALM,
     REDIS_ERRORS,
     Dashboard,
-    _authorized,
-    content_security_policy,
+    html_headers,
+    refused,
 )
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.jobs import control, schedules, store
@@ -307,21 +306,13 @@ def install(app: Starlette, dash: Dashboard) -> None:
     sessions = Sessions()
     control_client = get_redis(settings.redis_url, **CONTROL_PARAMS)
     html = page_html(settings.refresh)
-    page_headers = {
-        "Cache-Control": "no-store",
-        "Content-Security-Policy": content_security_policy(html),
-        "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "same-origin",
-    }
+    # same-origin: the writes' Origin/Referer check needs the browser to send a Referer
+    page_headers = html_headers(html, "same-origin")
 
     def readable(handler: Handler) -> Handler:
         async def check(request: Request) -> Response:
-            if settings.api_key and not _authorized(request, settings.api_key):
-                return PlainTextResponse(
-                    "authentication required: X-API-Key header or basic auth (password = key)",
-                    401,
-                    headers={"WWW-Authenticate": REALM},
-                )
+            if (denied := refused(request, settings.api_key)) is not None:
+                return denied
             try:
                 return await handler(request)
             except Refused as exc:
