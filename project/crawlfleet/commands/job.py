@@ -47,6 +47,21 @@ def workers_count(text: str) -> int | None:
     return int(text)
 
 
+def job_spec(
+    args: argparse.Namespace, *, overlap: bool = False, fresh_dupefilter: bool = False
+) -> control.JobSpec:
+    """The job the arguments of :func:`add_job_args` describe (shared with ``schedule add``)."""
+    return control.JobSpec(
+        project=args.project,
+        spider=args.spider,
+        args=args.args,
+        settings=args.settings,
+        workers=args.workers,
+        overlap=overlap,
+        fresh_dupefilter=fresh_dupefilter,
+    )
+
+
 def add_job_args(p: argparse.ArgumentParser) -> None:
     """PROJECT SPIDER and what a job runs with (shared with ``schedule add``)."""
     p.add_argument("project", help="the project (as the agents registered it)")
@@ -230,14 +245,7 @@ def _run(args: argparse.Namespace) -> int:
             _print_show(job)
         return 0
     if args.action == "start":
-        spec = control.JobSpec(
-            project=args.project,
-            spider=args.spider,
-            args=args.args,
-            settings=args.settings,
-            workers=args.workers,
-            fresh_dupefilter=args.fresh_dupefilter,
-        )
+        spec = job_spec(args, fresh_dupefilter=args.fresh_dupefilter)
         outcome = control.start_job(client, spec, by, args.timeout)
     elif args.action == "stop":
         outcome = control.stop_job(client, args.id, by, args.timeout)

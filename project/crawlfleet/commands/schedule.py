@@ -13,7 +13,7 @@ import json
 import time
 from typing import Any
 
-from crawlfleet.commands.job import add_job_args
+from crawlfleet.commands.job import add_job_args, job_spec
 from crawlfleet.commands.opsargs import (
     UsageError,
     add_redis_arg,
@@ -22,7 +22,7 @@ from crawlfleet.commands.opsargs import (
     intermixed,
     run_guarded,
 )
-from crawlfleet.jobs import control, schedules, store
+from crawlfleet.jobs import schedules, store
 from crawlfleet.jobs.timespec import TimeSpecError
 
 
@@ -85,14 +85,7 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     client = connect(args.redis_url)
     if args.action == "add":
-        spec = control.JobSpec(
-            project=args.project,
-            spider=args.spider,
-            args=args.args,
-            settings=args.settings,
-            workers=args.workers,
-            overlap=args.overlap,
-        )
+        spec = job_spec(args, overlap=args.overlap)
         record = schedules.create_schedule(client, when, spec, args.dupefilter, store.who())
         print(
             f"schedule {record['id']}: {args.project}/{args.spider} "
