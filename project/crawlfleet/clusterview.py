@@ -15,7 +15,8 @@ Where the numbers come from (keys: docs/reference/redis-keys.md):
   and Scrapy stats under ``<spider>:ops:`` (``crawlfleet.extensions.workerstats``) and the
   queue-depth series (the dashboard's sampler);
 * the politeness budget's keys (``crawlfleet.politeness``): the most recently used state hashes
-  of ``<spider>:politeness:index`` and the recent bans (``<spider>:politeness:bans``), two more
+  of ``<namespace>:politeness:index`` and the recent bans (``<namespace>:politeness:bans``; the
+  namespace is the ``politeness_namespace`` of ``<spider>:frontier``, else the spider), two more
   round trips, and a PING's round trip for the hub (:func:`bound_by` says which limit binds);
 * the pools' ``/count`` endpoints, when their URLs are configured (an ``https://`` pool verified
   against ``<POOL>_CA_FILE``, else ``CRAWLFLEET_CA_FILE``, as the workers' pool clients do).
@@ -720,7 +721,7 @@ def spider_snapshot(
     waiting = sum(result[f] or 0 for f in ("queued", "start_urls", "leased"))
     result["politeness"] = politeness_snapshot(
         client,
-        spider,
+        frontier.get("politeness_namespace") or spider,
         now * 1000,
         waiting=waiting,
         workers_alive=result["workers_alive"],

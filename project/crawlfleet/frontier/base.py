@@ -39,7 +39,7 @@ from crawlfleet.frontier.config import (
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, unwrap
 from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
-from crawlfleet.politeness.pacer import pacer_for
+from crawlfleet.politeness.pacer import Pacer, pacer_for
 from crawlfleet.redisconn import RedisConfigError
 from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if
 
@@ -70,6 +70,12 @@ def build_dupefilter(crawler: Crawler) -> RedisDupeFilter:
             f"crawlfleet.frontier.dupefilter.SetDupeFilter or BloomDupeFilter"
         )
     return build_from_crawler(cls, crawler)
+
+
+def lookahead(pacer: Pacer | None, config: FrontierConfig) -> int:
+    """How many requests a worker buffers at most to find a key that may be hit now:
+    ``POLITENESS_LOOKAHEAD``, or four times ``SCHEDULER_PREFETCH`` when that is 0 or unset."""
+    return (pacer.config.lookahead if pacer is not None else 0) or 4 * config.prefetch
 
 
 class FrontierScheduler(BaseScheduler):
@@ -105,8 +111,7 @@ class FrontierScheduler(BaseScheduler):
         self._last_error_log = 0.0
         self._loops: list[LoopingCall] = []
         self.pacer = pacer_for(crawler)
-        lookahead = self.pacer.config.lookahead if self.pacer is not None else 0
-        self.lookahead = lookahead or 4 * config.prefetch
+        self.lookahead = lookahead(self.pacer, config)
         self._wake_call: Any = None
         self._wake_at = 0.0
 

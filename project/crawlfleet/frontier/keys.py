@@ -384,7 +384,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "hash",
         "workers",
         "`queue_key`, `queue_class`, `serializer`, `dupefilter_class`, `start_urls_key`, "
-        "`start_urls_as_set` (written at start; read by the CLI)",
+        "`start_urls_as_set`, `politeness_namespace` (`POLITENESS_NAMESPACE`: the politeness "
+        "keys' prefix) (written at start; read by the CLI and the dashboard)",
     ),
     KeyDoc("seq", "string", "workers", "counter for lease ids and priority-queue order"),
     KeyDoc(

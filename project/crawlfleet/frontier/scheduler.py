@@ -138,6 +138,10 @@ class Scheduler(FrontierScheduler):
                 "dupefilter_class": f"{type(self.df).__module__}.{type(self.df).__name__}",
                 "start_urls_key": self.config.start_urls_key,
                 "start_urls_as_set": int(self.config.start_urls_as_set),
+                # where the status read model finds the crawl's politeness keys
+                "politeness_namespace": (
+                    self.pacer.config.namespace if self.pacer is not None else self.config.spider
+                ),
             },
         )
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)

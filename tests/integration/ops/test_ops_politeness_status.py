@@ -206,3 +206,30 @@ def test_dashboard_page_and_metrics_show_the_bound(
 
 def metric_families(body: str) -> dict[str, list]:
     return {f.name: f.samples for f in text_string_to_metric_families(body)}
+
+
+def test_status_finds_the_keys_of_a_crawl_with_its_own_politeness_namespace(
+    redis_url: str,
+) -> None:
+    """POLITENESS_NAMESPACE=shared: the worker records it in <spider>:frontier, status reads it."""
+    settings = {
+        "REDIS_URL": redis_url,
+        "SCHEDULER_HEARTBEAT_INTERVAL": 10,
+        "DOWNLOADER_MIDDLEWARES": {"crawlfleet.politeness.middleware.PolitenessMiddleware": 750},
+        "POLITENESS_NAMESPACE": "shared",
+    }
+    crawler = get_crawler(SiteSpider, settings)
+    crawler.spider = crawler._create_spider()
+    scheduler = Scheduler.from_crawler(crawler)
+    scheduler.open(crawler.spider)
+    try:
+        scheduler.enqueue_request(Request("http://books.test/p/1"))
+        assert scheduler.next_request() is not None  # it holds a slot of books.test now
+    finally:
+        scheduler._stop_loops()
+    client = redis.Redis.from_url(redis_url)
+    assert client.hget(SpiderKeys(SPIDER).frontier, "politeness_namespace") == b"shared"
+    assert client.exists(SpiderKeys(SPIDER).politeness_index) == 0
+    section = politeness(redis_url)
+    assert section["namespace"] == "shared"
+    assert [k["key"] for k in section["keys"]] == ["books.test"]

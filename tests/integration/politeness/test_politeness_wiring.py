@@ -1,7 +1,8 @@
 """The pacer wired into a crawl, on a real redis-server with an injected clock: the frontier
 scheduler serves keys by their next slot (looking further into the queue, keeping order within a
-key, keeping its leases), and the PolitenessMiddleware gives slots, records bans and reads
-robots.txt's Crawl-delay. Components are built the way Scrapy builds them (get_crawler)."""
+key, keeping its leases, losing nothing; on both queue backends, Redis and a real RabbitMQ), and
+the PolitenessMiddleware gives slots, records bans and reads robots.txt's Crawl-delay. Components
+are built the way Scrapy builds them (get_crawler)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import redis
 from scrapy import Request, Spider
 from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
+from support.backends import Backend, ready_messages
+from support.waiting import wait_until
 
+from crawlfleet.frontier.base import FrontierScheduler
+from crawlfleet.frontier.rabbitmq.scheduler import Scheduler as RabbitScheduler
 from crawlfleet.frontier.scheduler import Scheduler
 from crawlfleet.politeness.budget import Budget
 from crawlfleet.politeness.middleware import PolitenessMiddleware
@@ -52,10 +57,10 @@ def with_clock(pacer: Pacer | None, clock: Clock) -> Pacer:
 
 
 @pytest.fixture
-def scheduler(redis_url: str) -> Iterator[Scheduler]:
-    crawler = get_crawler(
-        SiteSpider, settings(redis_url, SCHEDULER_PREFETCH=2, POLITENESS_LOOKAHEAD=4)
-    )
+def scheduler(backend: Backend) -> Iterator[FrontierScheduler]:
+    options = settings(backend.redis_url, SCHEDULER_PREFETCH=2, POLITENESS_LOOKAHEAD=4)
+    options.update(SCHEDULER_LEASE_TIMEOUT=30, SCHEDULER_HEARTBEAT_INTERVAL=1)
+    crawler = get_crawler(SiteSpider, backend.settings(**options))
     crawler.spider = crawler._create_spider()
     built = Scheduler.from_crawler(crawler)
     built.open(crawler.spider)
@@ -63,14 +68,29 @@ def scheduler(redis_url: str) -> Iterator[Scheduler]:
     built._stop_loops()
 
 
+def held_by_the_worker(backend: Backend, scheduler: FrontierScheduler) -> bool:
+    """Whether every buffered request is still the worker's: leased (Redis), or delivered and
+    not acknowledged (RabbitMQ: none is ready on the broker)."""
+    if backend.name == "rabbitmq":
+        return ready_messages(backend.rabbit_url, backend.queue) == 0
+    client = redis.Redis.from_url(backend.redis_url)
+    held = {k.decode() for k in client.hkeys(scheduler.keys.leases(scheduler.worker))}
+    client.close()
+    return {lease.lease_id for lease in scheduler._buffer} <= held
+
+
 def test_the_scheduler_serves_the_key_that_is_due_and_keeps_order_within_a_key(
-    scheduler: Scheduler, redis_client: redis.Redis
+    scheduler: FrontierScheduler, backend: Backend
 ) -> None:
     clock = Clock()
     scheduler.pacer = with_clock(scheduler.pacer, clock)
     for name, priority in (("a1", 5), ("a2", 4), ("a3", 3), ("b1", 0)):
         host = name[0]
         scheduler.enqueue_request(Request(f"http://{host}.example/{name}", priority=priority))
+    if backend.name == "rabbitmq":  # the broker delivers in the background
+        assert isinstance(scheduler, RabbitScheduler)
+        client = scheduler.queue.client
+        wait_until(lambda: len(client.deliveries) == 4, what="the broker to deliver all four")
     first = scheduler.next_request()
     assert first is not None and first.url.endswith("/a1")
     assert first.meta[META_SLOT] == "a.example"
@@ -80,9 +100,8 @@ def test_the_scheduler_serves_the_key_that_is_due_and_keeps_order_within_a_key(
     assert scheduler.next_request() is None
     assert scheduler._wake_call is not None and scheduler._wake_call.active()
     assert [lease.request.url[-2:] for lease in scheduler._buffer if lease.request] == ["a2", "a3"]
-    # the waiting requests stay leased to this worker
-    held = {k.decode() for k in redis_client.hkeys(scheduler.keys.leases(scheduler.worker))}
-    assert {lease.lease_id for lease in scheduler._buffer} <= held
+    # the waiting requests stay this worker's
+    assert held_by_the_worker(backend, scheduler)
     handed = []
     for _ in range(2):
         clock.now += 1.0
@@ -91,6 +110,10 @@ def test_the_scheduler_serves_the_key_that_is_due_and_keeps_order_within_a_key(
         handed.append(request.url[-2:])
         assert scheduler.next_request() is None
     assert handed == ["a2", "a3"]
+    # nothing lost, nothing left: each request was handed out once, then acknowledged at close
+    assert scheduler.stats.get_value("scheduler/dequeued") == 4
+    scheduler.close("finished")
+    backend.assert_drained()
 
 
 def test_without_the_middleware_the_scheduler_does_not_pace(redis_url: str) -> None:

@@ -5,8 +5,12 @@
 acknowledged when the engine is done with its request (the same point the Redis scheduler acks a
 lease: the request left ``engine._slot.inprogress``), and only after the requests its page
 produced were committed to the broker; a worker that dies holds unacknowledged deliveries, which
-the broker gives to the others. Duplicates are filtered in Redis first (see
-:mod:`crawlfleet.frontier.rabbitmq.coord`), then the request is published.
+the broker gives to the others. With the politeness pacer it hands out by politeness key as the
+Redis scheduler does (``FrontierScheduler._next_lease``), looking through up to
+``POLITENESS_LOOKAHEAD`` buffered deliveries (the broker's prefetch count leaves room for them
+beside ``CONCURRENT_REQUESTS`` in flight); buffered deliveries stay unacknowledged. Duplicates
+are filtered in Redis first (see :mod:`crawlfleet.frontier.rabbitmq.coord`), then the request is
+published.
 """
 
 from __future__ import annotations
@@ -20,7 +24,12 @@ import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 
-from crawlfleet.frontier.base import ERROR_LOG_INTERVAL, FrontierScheduler, build_dupefilter
+from crawlfleet.frontier.base import (
+    ERROR_LOG_INTERVAL,
+    FrontierScheduler,
+    build_dupefilter,
+    lookahead,
+)
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, redis_from_settings
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import Lease, failed_entry
@@ -28,6 +37,7 @@ from crawlfleet.frontier.rabbitmq import coord
 from crawlfleet.frontier.rabbitmq.client import Delivery
 from crawlfleet.frontier.rabbitmq.queue import PriorityQueue
 from crawlfleet.frontier.serialization import RequestCodec
+from crawlfleet.politeness.pacer import pacer_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -71,10 +81,16 @@ class Scheduler(FrontierScheduler):
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
         """Connect to Redis and RabbitMQ (errors are one-line ``FrontierConfigError``s)."""
         client = redis_from_settings(crawler.settings)
+        # The broker sends at most this many unacknowledged messages: those in flight, and with
+        # the pacer the buffered ones it looks through (``POLITENESS_LOOKAHEAD``).
+        unacked = crawler.settings.getint("CONCURRENT_REQUESTS", 16)
+        pacer = pacer_for(crawler)
+        if pacer is not None:
+            unacked += lookahead(pacer, config)
         queue = PriorityQueue.from_settings(
             crawler.settings,
             config.queue_key,
-            prefetch=crawler.settings.getint("CONCURRENT_REQUESTS", 16),
+            prefetch=unacked,
             flush=config.flush_on_start,
             count_interval=config.idle_poll_interval,
         )
@@ -143,14 +159,15 @@ class Scheduler(FrontierScheduler):
         self._check_seeding_done()
         if self._paused:
             return None
-        while self._buffer and not self.queue.valid(self._buffer[0].extra["delivery"]):
-            # its connection was lost: the broker has put the message back already
-            self._buffer.popleft()
+        if not all(self.queue.valid(lease.extra["delivery"]) for lease in self._buffer):
+            # their connection was lost: the broker has put those messages back already
+            valid = [lease for lease in self._buffer if self.queue.valid(lease.extra["delivery"])]
+            self._buffer.clear()
+            self._buffer.extend(valid)
         if not self._buffer:
-            self._take()
-        if not self._buffer:
-            return None
-        return self._hand_out(self._buffer.popleft())
+            self._take(self.config.prefetch)
+        lease = self._next_lease()
+        return None if lease is None else self._hand_out(lease)
 
     def __len__(self) -> int:
         """Requests waiting: this worker's buffered ones plus the broker's count as last seen."""
@@ -205,8 +222,9 @@ class Scheduler(FrontierScheduler):
 
     # -- deliveries and acks ------------------------------------------------------------------
 
-    def _take(self) -> None:
-        while len(self._buffer) < self.config.prefetch:
+    def _take(self, upto: int) -> None:
+        """Buffer deliveries the broker has sent, until ``upto`` are buffered."""
+        while len(self._buffer) < upto:
             delivery = self.queue.pop()
             if delivery is None:
                 return
@@ -217,6 +235,12 @@ class Scheduler(FrontierScheduler):
                 continue
             lease = Lease(str(delivery.tag), delivery.body, request, extra={"delivery": delivery})
             self._buffer.append(lease)
+
+    def _look_further(self) -> bool:
+        """Buffer more of the deliveries already sent (politeness lookahead) when there are."""
+        before = len(self._buffer)
+        self._take(self.lookahead)
+        return len(self._buffer) > before
 
     def _collect_finished(self) -> None:
         """Ack deliveries whose requests the engine has finished with (after their children)."""
