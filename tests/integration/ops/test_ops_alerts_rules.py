@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from ops_helpers import cli
 from support.secureredis import start_acl_redis
@@ -187,8 +188,8 @@ def test_status_shows_the_alerts_and_survives_a_broken_state(
 
 
 def test_the_acl_dashboard_user_keeps_its_own_state(tmp_path: Path) -> None:
-    """The ACL's ``dashboard`` user may read the spiders' keys only: no INFO, no jobs, no shared
-    state. The spiders' alerts still work from the caller's own state (the dashboard's)."""
+    """The ACL's ``dashboard`` user reads the spiders' keys, the job records and ``INFO`` (for the
+    hub's memory), and writes only the alerts' state: its alerts work like the operator's."""
     server = start_acl_redis(tmp_path, [SPIDER])
     try:
         operator = redis.Redis.from_url(server.url("operator"))
@@ -198,13 +199,15 @@ def test_the_acl_dashboard_user_keeps_its_own_state(tmp_path: Path) -> None:
 
         def alerts(now: float) -> dict[str, rules.Alert]:
             view = clusterview.snapshot(dashboard, server.url("dashboard"))
-            assert view["hub"]["used_memory"] is None and view["hub"]["jobs"] == []
+            assert view["hub"]["used_memory"] > 0 and view["hub"]["jobs"] == []
             return {a.name: a for a in current_alerts(dashboard, view, now=now, local=local)}
 
         assert alerts(100.0) == {}
         operator.hset(K.ops_scrapy("w1"), "proxy/banned", rules.BAN_STORM_BANS)
         assert rules.BAN_STORM in alerts(110.0)
-        assert operator.exists(STATE_KEY) == 0
+        assert operator.exists(STATE_KEY) == 1  # the one key it may write
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            dashboard.set(K.ops_scrapy("w1"), "x")  # and nothing else
         dashboard.close()
         operator.close()
     finally:
