@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from support.accesslog import most_in_window
 from support.waiting import wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -21,17 +22,6 @@ ROOT = HERE.parents[2]
 CLIENTS = 10
 RATE = 40.0
 SECONDS = 4.0
-
-
-def most_in_a_window(times: list[float], width: float = 1.0) -> int:
-    """The largest number of ``times`` in any half-open window [t, t + width)."""
-    times = sorted(times)
-    best, j = 0, 0
-    for i, start in enumerate(times):
-        while j < len(times) and times[j] < start + width:
-            j += 1
-        best = max(best, j - i)
-    return best
 
 
 @pytest.mark.slow
@@ -72,7 +62,7 @@ def test_ten_processes_share_one_budget(redis_url: str, tmp_path: Path, lease: i
     results = [json.loads(out.read_text()) for out in outs]
     used = [t for r in results for t in r["used"]]
     # the bound: ceil(R * W) + burst in any window of W seconds (burst 1)
-    assert most_in_a_window(used) <= math.ceil(RATE) + 1
+    assert most_in_window(used) <= math.ceil(RATE) + 1
     # never idle: the hub handed out the rate. A slot counts whether its client used it or
     # missed it (dropped: its process was not scheduled in time on a loaded machine — the
     # client's CPU, not the budget; a missed slot is never saved up, the bound above holds)
