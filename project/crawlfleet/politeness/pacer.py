@@ -123,9 +123,11 @@ class Pacer:
             site = self.budget.site_of(self.key(request.url, None))
             first.setdefault(site, index)
             waiting[site] = waiting.get(site, 0) + 1
+        # each site's egress candidates, asked once per choice (the lease share needs their count)
+        candidates = {index: self._candidates(requests[index]) for index in first.values()}
         pairs: list[tuple[float, int, str, str | None]] = []
-        for index in first.values():
-            for proxy in self._candidates(requests[index]):
+        for index, proxies in candidates.items():
+            for proxy in proxies:
                 key = self.key(requests[index].url, proxy)
                 pairs.append((self.budget.next_allowed(key), index, key, proxy))
         pairs.sort(key=lambda pair: (pair[0], pair[1]))
@@ -134,7 +136,7 @@ class Pacer:
             if when > now:
                 break
             site = self.budget.site_of(key)
-            share = math.ceil(waiting[site] / max(len(self._candidates(requests[index])), 1))
+            share = math.ceil(waiting[site] / max(len(candidates[index]), 1))
             if self.budget.acquire(key, min(share, self.config.lease_size)) == 0.0:
                 self.mark(requests[index], key, proxy, self.budget.taken_until)
                 return Choice(index, key, proxy)
