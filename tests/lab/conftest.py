@@ -26,6 +26,7 @@ MODULE_ORDER = [
     "test_lab_privileges",
     "test_lab_preflight",
     "test_lab_crawl",
+    "test_lab_jobs",
     "test_lab_serialization",
     "test_lab_rabbitmq",
     "test_lab_projects",

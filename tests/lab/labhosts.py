@@ -57,7 +57,9 @@ class Lab:
     hosts: dict[str, str]
     timings: dict[str, float] = field(default_factory=dict)
 
-    def ssh(self, host: str, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def ssh(
+        self, host: str, command: str, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         return run(
             [
                 "ssh",
@@ -76,7 +78,7 @@ class Lab:
                 f"vagrant@{self.hosts[host]}",
                 command,
             ],
-            timeout=60,
+            timeout=timeout,
             check=check,
         )
 

@@ -23,6 +23,7 @@ ACCOUNTS = {
         "crawlfleet-proxypool": ("crawlfleet-proxypool", "proxypool.env"),
         "crawlfleet-accountpool": ("crawlfleet-accountpool", "accountpool.env"),
         "crawlfleet-dashboard": ("crawlfleet-dashboard", "dashboard.env"),
+        "crawlfleet-scheduler": ("crawlfleet-scheduler", "scheduler.env"),
     },
     WORKER: {"crawler@book-1": ("crawlfleet-crawler", "crawler.env")},
     OUTSIDER: {"crawlfleet-demosite": ("crawlfleet-demosite", "demosite.env")},

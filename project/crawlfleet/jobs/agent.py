@@ -8,8 +8,9 @@ end; the last worker of a job to end writes the job's end and its numbers. With 
 (on the hub) it also runs the scheduler and the watchdog that marks the workers of a down agent
 ``lost``, so no job stays ``running`` for ever.
 
-Runners (``--runner``): ``systemd`` (the crawler role's ``crawler@<spider>-<n>`` units) and
-``process`` (``scrapy crawl`` processes of ``--project NAME=DIR``; they end with the agent).
+Runners (``--runner``): ``systemd`` (the crawler role's ``crawler@<spider>-<n>`` units),
+``process`` (``scrapy crawl`` processes of ``--project NAME=DIR``; they end with the agent) and
+``none`` (the hub's scheduler agent: it starts nothing and registers no spider).
 
 Exit status (``crawlfleet.service.options``): 0 after SIGTERM/SIGINT, 2 on bad configuration, 1
 when Redis cannot be reached at start.
@@ -34,7 +35,14 @@ from typing import Any, TypeVar
 import redis
 
 from crawlfleet.jobs import control, store
-from crawlfleet.jobs.runners import Launch, ProcessRunner, Runner, RunnerError, SystemdRunner
+from crawlfleet.jobs.runners import (
+    Launch,
+    NoRunner,
+    ProcessRunner,
+    Runner,
+    RunnerError,
+    SystemdRunner,
+)
 from crawlfleet.jobs.schedules import Scheduler
 from crawlfleet.jobs.store import KEYS
 from crawlfleet.redisconn import RedisConfigError, check_connection, get_redis, mask_url
@@ -74,8 +82,9 @@ OPTIONS: tuple[Option, ...] = (
         "--runner",
         "AGENT_RUNNER",
         "systemd",
-        "how crawler units start: systemd (crawler@<spider>-<n>) or process (scrapy crawl)",
-        choice("systemd", "process"),
+        "how crawler units start: systemd (crawler@<spider>-<n>), process (scrapy crawl) or "
+        "none (the hub's scheduler: starts nothing, with --schedules)",
+        choice("systemd", "process", "none"),
     ),
     Option(
         "projects",
@@ -192,6 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_runner(values: Mapping[str, Any]) -> Runner:
+    if values["runner"] == "none":
+        if not values["schedules"]:
+            raise ConfigError("--runner none: an agent that starts nothing needs --schedules")
+        return NoRunner()
     if values["runner"] == "process":
         if not values["projects"]:
             raise ConfigError("--project/AGENT_PROJECTS: the process runner needs a NAME=DIR")

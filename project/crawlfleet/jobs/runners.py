@@ -9,6 +9,8 @@
 - :class:`ProcessRunner` (development, the loopback tests): ``scrapy crawl`` processes spawned
   directly in each project's directory (``NAME=DIR``), its spiders found with ``scrapy list``,
   with the agent's environment and its ``REDIS_URL`` (the crawler's credentials).
+- :class:`NoRunner` (the hub's scheduler agent, ``--runner none --schedules``): starts nothing and
+  registers no spider, so no job is ever sent to it; it fires the schedules and runs the watchdog.
 
 Either way a unit is ``{"name", "pid"}`` and stopping is SIGTERM (Scrapy closes gracefully and
 gives its leases back), SIGKILL after the stop timeout. ``tail`` reads the last lines of a unit's
@@ -243,6 +245,31 @@ def read_env_file(path: Path) -> dict[str, str]:
             parts = [raw]
         values[name.strip()] = parts[0] if parts else ""
     return values
+
+
+@dataclass
+class NoRunner:
+    """Starts no crawls: the runner of an agent that only schedules (the hub's)."""
+
+    name: str = "none"
+
+    def installed(self) -> dict[str, str]:
+        return {}
+
+    def start(self, launch: Launch) -> list[dict[str, Any]]:
+        raise RunnerError(f"this agent starts no crawls (--runner none): not {launch.spider!r}")
+
+    def running(self, unit: Mapping[str, Any]) -> tuple[bool, int | None]:
+        return False, None
+
+    def stop(self, units: Sequence[Mapping[str, Any]]) -> None:
+        return None
+
+    def ended(self, units: Sequence[Mapping[str, Any]]) -> None:
+        return None
+
+    def tail(self, job: str, unit: str, lines: int, window: tuple[int, int]) -> list[str]:
+        raise RunnerError(f"this agent runs no units (--runner none): not {unit!r}")
 
 
 @dataclass

@@ -3,11 +3,15 @@ and never a half-started job (real agents, real redis-server, the real CLI)."""
 
 from __future__ import annotations
 
+import signal
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import redis
-from jobs_helpers import FAST, AgentProcess, cli, job, live_agents, pids_alive
+from jobs_helpers import FAST, AgentProcess, cli, env, job, live_agents, pids_alive
 from support.crawl import Site
+from support.services import log_tail, start_process, stop_process
 from support.waiting import wait_until
 
 from crawlfleet.frontier.keys import JobKeys
@@ -117,3 +121,26 @@ def test_a_crawl_that_fails_at_start_ends_the_job_failed(
     record = job(redis_client, "1")
     assert "agent a" in record["error"] and "exited with 1" in record["error"], record
     assert pids_alive(record) == []
+
+
+def test_the_hubs_scheduler_agent_starts_nothing_and_needs_schedules(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """``--runner none`` (the hub's scheduler agent): it registers, with no spider, so a job is
+    never sent to it; without ``--schedules`` it is a configuration error, one line."""
+    plain = cli("agent", "--runner", "none", "--redis-url", redis_url)
+    _one_line_error(plain, 2, "--runner none: an agent that starts nothing needs --schedules")
+    argv = [sys.executable, "-m", "crawlfleet.cli", "agent", "--runner", "none", "--schedules",
+            "--name", "hub", "--interval", "0.2", "--ttl", "3",
+            "--redis-url", redis_url]  # fmt: skip
+    proc = start_process(argv, tmp_path / "hub.log", env=env(), cwd=tmp_path)
+    try:
+        wait_until(lambda: "hub" in live_agents(redis_client), "the hub's agent registered")
+        hub = live_agents(redis_client)["hub"]
+        assert (hub.runner, hub.spiders) == ("none", {})
+        result = cli("job", "start", "classic", "pages", "--redis-url", redis_url)
+        _one_line_error(result, 1, "crawlfleet job: error: no agent has registered a project yet")
+        assert redis_client.exists(JobKeys().jobs) == 0
+    finally:
+        stop_process(proc, sig=signal.SIGTERM)
+    assert proc.returncode == 0, log_tail(tmp_path / "hub.log")

@@ -1,0 +1,132 @@
+"""Crawl jobs on the lab (docs/jobs.md): an operator on the hub starts the book crawl as a job on
+b and c through their agents (the crawler role's systemd units), drains it with `job stop`, a
+second job carries on from the queue and collects every book once, and a schedule fires during
+the test, started by the hub's scheduler. Asserted on the job records, the hub's Redis and the
+exported items, never on log lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from typing import Any
+
+import pytest
+from labchecks import assert_complete
+from labcrawl import VENV_BIN, LabCrawl
+from labhosts import Lab
+from labroles import HUB
+from support.waiting import wait_until
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
+
+OPERATOR_ENV = "/etc/crawlfleet/operator.env"
+WORKERS = ("b", "c")
+ENDED = ("finished", "failed")
+
+
+def operator(lab: Lab, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`crawlfleet ARGS` as an operator runs it on the hub (docs/security.md: operator.env)."""
+    inner = f"set -a; . {OPERATOR_ENV}; set +a; {VENV_BIN}/crawlfleet {shlex.join(args)}"
+    return lab.ssh(HUB, f"sudo sh -c {shlex.quote(inner)}", check=check, timeout=180)
+
+
+def record(lab: Lab, job_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(operator(lab, "job", "show", job_id, "--json").stdout)
+    return found
+
+
+def ended(lab: Lab, job_id: str, timeout: float = 120) -> dict[str, Any]:
+    """The job's record once the agents have reported its end."""
+    wait_until(
+        lambda: record(lab, job_id)["state"] in ENDED, f"job {job_id} ended", timeout, interval=1
+    )
+    return record(lab, job_id)
+
+
+def start(lab: Lab) -> str:
+    out = operator(lab, "job", "start", "bookcrawler", "book", "--workers", "all").stdout
+    found = re.match(r"job (\d+): bookcrawler/book running on 2 worker\(s\) \(b, c\)", out)
+    assert found, out
+    return found.group(1)
+
+
+def test_agents_and_the_scheduler_run_sandboxed_on_the_hosts(lab: Lab) -> None:
+    """An agent on each worker (root, for systemctl, but with no capability and a read-only
+    system), the scheduler on the hub under its own account."""
+    for host in WORKERS:
+        shown = lab.ssh(
+            host,
+            "systemctl show -p ActiveState -p User -p CapabilityBoundingSet -p ProtectSystem"
+            " crawlfleet-agent",
+        ).stdout.split()
+        assert sorted(shown) == [
+            "ActiveState=active",
+            "CapabilityBoundingSet=",
+            "ProtectSystem=strict",
+            "User=",
+        ], (host, shown)
+    shown = lab.ssh(HUB, "systemctl show -p ActiveState -p User crawlfleet-scheduler").stdout
+    assert sorted(shown.split()) == ["ActiveState=active", "User=crawlfleet-scheduler"], shown
+
+
+def test_a_job_runs_on_b_and_c_drains_carries_on_and_a_schedule_fires(
+    lab: Lab, crawl: LabCrawl, catalogue_ids: set[str]
+) -> None:
+    first = start(lab)
+    # The agents started the crawler role's own units.
+    wait_until(
+        lambda: set(crawl.running_units()) == set(WORKERS), "units on b and c", 60, interval=1
+    )
+    crawl.wait_progress(0.3)
+    stopped = operator(lab, "job", "stop", first).stdout
+    assert stopped.startswith(f"job {first} stopped (finished): "), stopped
+    done = ended(lab, first)
+    assert done["state"] == "finished" and done["stopped_by"], done
+    # Drained: nothing leased, the rest still queued, no unit left running.
+    view = crawl.snapshot()
+    assert view["leased"] == 0 and view["queued"] > 0, view
+    assert not crawl.running_units()
+    # A second operator stopping the same job: a no-op that says so.
+    again = operator(lab, "job", "stop", first).stdout
+    assert again.strip() == f"job {first} has already ended (finished)", again
+
+    # The next job carries on from the queue and the crawl ends by itself: every book once.
+    second = start(lab)
+    crawl.wait_done(timeout=420)
+    assert_complete(crawl, catalogue_ids, in_flight_bound=0)
+    done = ended(lab, second)
+    assert done["state"] == "finished", done
+    shares = {host: done["stats"]["per_worker"][host]["pages"] for host in WORKERS}
+    assert all(pages > 0 for pages in shares.values()), done["stats"]
+    logs = operator(lab, "job", "logs", second, "-n", "5").stdout
+    for host in WORKERS:
+        assert f"{host} crawler@book-1" in logs, logs
+
+    # A schedule that keeps the duplicate filter fires within the test: its job finds every
+    # book seen, crawls nothing new and ends by itself.
+    added = operator(
+        lab, "schedule", "add", "bookcrawler", "book", "--every", "20s", "--keep-dupefilter"
+    ).stdout
+    found = re.match(r"schedule (\d+): bookcrawler/book every 20s, keep duplicate filter", added)
+    assert found, added
+    schedule = found.group(1)
+    fired: list[str] = []
+
+    def scheduled() -> bool:
+        listed = json.loads(operator(lab, "job", "list", "--json").stdout)
+        fired[:] = [str(j["id"]) for j in listed if j.get("schedule") == schedule]
+        return bool(fired)
+
+    try:
+        wait_until(scheduled, f"schedule {schedule} fired a job", timeout=120, interval=2)
+    finally:
+        operator(lab, "schedule", "remove", schedule)
+    done = ended(lab, fired[-1], timeout=300)
+    assert (done["state"], done["by"], done["dupefilter"]) == (
+        "finished",
+        f"schedule {schedule}",
+        "keep",
+    ), done
+    assert_complete(crawl, catalogue_ids, in_flight_bound=0)
