@@ -18,6 +18,8 @@ Where the numbers come from (keys: docs/reference/redis-keys.md):
   of ``<namespace>:politeness:index`` and the recent bans (``<namespace>:politeness:bans``; the
   namespace is the ``politeness_namespace`` of ``<spider>:frontier``, else the spider), two more
   round trips, and a PING's round trip for the hub (:func:`bound_by` says which limit binds);
+* for the ``hub`` entry (the alerts' inputs): the job records and the agents' registry
+  (``crawlfleet.jobs.store``) and ``INFO memory``;
 * the pools' ``/count`` endpoints, when their URLs are configured (an ``https://`` pool verified
   against ``<POOL>_CA_FILE``, else ``CRAWLFLEET_CA_FILE``, as the workers' pool clients do).
 """
@@ -784,8 +786,9 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
     """The hub's own numbers (the ``hub`` entry of ``status --json``, read by the alerts).
 
     Redis memory (``INFO memory``; None where INFO is refused), the jobs that have not ended with
-    the pages their workers crawled so far (as a job's record counts them when it ends), and each
-    worker's ``proxy/banned`` (its Scrapy stats) of the given ``spider_snapshot`` views.
+    the pages their workers crawled so far (as a job's record counts them when it ends), every
+    registered job agent (``crawlfleet agent``) with its liveness, and each worker's
+    ``proxy/banned`` (its Scrapy stats) of the given ``spider_snapshot`` views.
     """
     from crawlfleet.jobs import store  # the jobs import the frontier, never this module
 
@@ -799,17 +802,20 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
         view["spider"]: {w["id"]: _int(_num(next(replies))) for w in view["workers"]}
         for view in spiders
     }
-    # A user refused INFO or the jobs' keys (not the ACL's dashboard) gets no memory, no jobs.
+    now = int(seconds) + int(micros) / 1e6
+    # A user refused INFO or the jobs' and agents' keys (not the ACL's dashboard) gets no memory,
+    # no jobs, no agents.
     try:
         memory: dict[str, Any] | None = client.info("memory")
     except redis.ResponseError:
         memory = None
     jobs: list[dict[str, Any]] = []
     try:
+        found = store.agents(client)
         active = store.active_jobs(client)
-        hosts = {agent.name: agent.host for agent in store.agents(client)} if active else {}
     except redis.ResponseError:
-        active = []
+        found, active = [], []
+    hosts = {agent.name: agent.host for agent in found}
     for job in active:
         listed = job.get("workers")
         workers: list[Any] = listed if isinstance(listed, list) else []
@@ -826,9 +832,23 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
             }
         )
     return {
-        "time": round(int(seconds) + int(micros) / 1e6, 3),
+        "time": round(now, 3),
         "used_memory": None if memory is None else _int(memory.get("used_memory")),
         "maxmemory": None if memory is None else _int(memory.get("maxmemory")),
         "jobs": jobs,
+        "agents": [
+            {
+                "name": agent.name,
+                "host": agent.host,
+                "runner": agent.runner,
+                "alive": agent.alive,
+                "stopped": agent.stopped,
+                "deadline": None if agent.stopped else round(agent.deadline / 1000.0, 3),
+                "heartbeat_age": None
+                if agent.heartbeat is None
+                else round(now - agent.heartbeat / 1000.0, 3),
+            }
+            for agent in found
+        ],
         "bans": bans,
     }

@@ -10,15 +10,17 @@ alerts. ``prometheus-rules.yml`` holds the same rules over ``/metrics``, with th
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 WORKER_GONE = "CrawlfleetWorkerGone"
+AGENT_DOWN = "CrawlfleetAgentDown"
 BAN_STORM = "CrawlfleetBanStorm"
 HUB_MEMORY = "CrawlfleetHubNearMaxmemory"
 JOB_STUCK = "CrawlfleetJobStuck"
 DEADLETTER_GROWING = "CrawlfleetDeadLettersGrowing"
-NAMES = (WORKER_GONE, BAN_STORM, HUB_MEMORY, JOB_STUCK, DEADLETTER_GROWING)
+NAMES = (WORKER_GONE, AGENT_DOWN, BAN_STORM, HUB_MEMORY, JOB_STUCK, DEADLETTER_GROWING)
 
 # A ban storm: at least BAN_STORM_BANS proxy bans of one spider within BAN_WINDOW seconds.
 BAN_WINDOW = 300.0
@@ -124,6 +126,7 @@ def evaluate(view: dict[str, Any], state: AlertState, now: float | None = None) 
     clock = float(hub.get("time") or view["time"]) if now is None else now
     alerts = [
         *_workers_gone(view["spiders"], clock),
+        *_agents_down(hub.get("agents", []), clock),
         *_ban_storms(hub.get("bans", {}), state, clock),
         *_memory(hub, state, clock),
         *_stuck_jobs(hub.get("jobs", []), state, clock),
@@ -161,6 +164,36 @@ def _workers_gone(spiders: list[dict[str, Any]], now: float) -> list[Alert]:
                     float(age or 0.0),
                 )
             )
+    return out
+
+
+def agent_lost(agent: dict[str, Any]) -> bool:
+    """A job agent (``hub.agents[]``) past its liveness deadline without a clean stop: killed,
+    frozen or cut off from Redis (also ``crawlfleet_agent_lost`` of ``/metrics``)."""
+    return not agent["alive"] and not agent["stopped"]
+
+
+def _agents_down(agents: list[dict[str, Any]], now: float) -> list[Alert]:
+    """Every registered agent that is down: no job can start on its host, and the watchdog marks
+    its running units ``lost``. An agent stopped cleanly (SIGTERM) is not down."""
+    out = []
+    for agent in agents:
+        if not agent_lost(agent):
+            continue
+        since = min(float(agent["deadline"] or now), now)
+        age = agent["heartbeat_age"]
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(since))
+        out.append(
+            Alert(
+                AGENT_DOWN,
+                (("agent", agent["name"]), ("host", agent["host"] or "")),
+                "warning",
+                f"job agent {agent['name']} on {agent['host'] or '?'} is down since {stamp}: "
+                "no job can start there",
+                since,
+                float(age) if age is not None else now - since,
+            )
+        )
     return out
 
 

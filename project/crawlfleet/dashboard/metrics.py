@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from crawlfleet.alerts.rules import worker_lost
+from crawlfleet.alerts.rules import agent_lost, worker_lost
 from crawlfleet.clusterview import SITE_BOUND
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -127,7 +127,8 @@ class ViewCollector(Collector):
 
     @staticmethod
     def _hub(hub: dict[str, Any] | None) -> list[Metric]:
-        """Redis memory and the jobs that have not ended (the alert rules' inputs)."""
+        """Redis memory, the jobs that have not ended and the job agents (the alert rules'
+        inputs)."""
         if hub is None:
             return []
         used = GaugeMetricFamily("crawlfleet_redis_used_memory_bytes", "Redis used_memory")
@@ -155,7 +156,33 @@ class ViewCollector(Collector):
             pages.add_metric(values, float(job["pages"]))
             if job["started"] is not None:
                 started.add_metric(values, float(job["started"]))
-        return [used, limit, running, pages, started]
+        return [used, limit, running, pages, started, *ViewCollector._agents(hub["agents"])]
+
+    @staticmethod
+    def _agents(agents: list[dict[str, Any]]) -> list[Metric]:
+        labels = ["agent", "host"]
+        up = GaugeMetricFamily(
+            "crawlfleet_agent_up",
+            "1 if the job agent's liveness deadline lies ahead",
+            labels=labels,
+        )
+        lost = GaugeMetricFamily(
+            "crawlfleet_agent_lost",
+            "1 if the job agent's liveness deadline passed without a clean stop",
+            labels=labels,
+        )
+        deadline = GaugeMetricFamily(
+            "crawlfleet_agent_deadline_timestamp_seconds",
+            "The job agent's liveness deadline (absent once it stopped cleanly)",
+            labels=labels,
+        )
+        for agent in agents:
+            values = [agent["name"], agent["host"] or ""]
+            up.add_metric(values, 1.0 if agent["alive"] else 0.0)
+            lost.add_metric(values, 1.0 if agent_lost(agent) else 0.0)
+            if agent["deadline"] is not None:
+                deadline.add_metric(values, float(agent["deadline"]))
+        return [up, lost, deadline]
 
     @staticmethod
     def _workers(spiders: list[dict[str, Any]]) -> list[Metric]:

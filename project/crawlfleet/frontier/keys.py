@@ -511,7 +511,7 @@ JOB_KEYS: tuple[KeyDoc, ...] = (
         "agents",
         "sorted set",
         "agents",
-        "agent name → liveness deadline (ms); an agent past it is down",
+        "agent name → liveness deadline (ms); an agent past it is down, 0 after a clean stop",
         fleet=True,
     ),
     KeyDoc(

@@ -78,7 +78,11 @@ def who() -> str:
 
 @dataclass(frozen=True)
 class Agent:
-    """One registered agent: its name, host, what it has installed, and whether it is alive."""
+    """One registered agent: its name, host, what it has installed, and whether it is alive.
+
+    ``deadline`` is its liveness deadline (Redis ms), 0 once it stopped cleanly (``stopped``):
+    an agent neither alive nor stopped is down (killed, frozen or cut off from Redis).
+    """
 
     name: str
     host: str
@@ -86,6 +90,8 @@ class Agent:
     spiders: dict[str, str]  # spider -> project
     alive: bool
     heartbeat: int | None
+    deadline: int
+    stopped: bool
 
 
 def register_agent(
@@ -104,7 +110,8 @@ def register_agent(
 
 
 def unregister_agent(client: redis.Redis, name: str) -> None:
-    """A stopping agent is down at once (its record stays, for the projects it had)."""
+    """A stopping agent is down at once, its deadline 0: a clean stop (its record stays, for the
+    projects it had)."""
     client.zadd(KEYS.agents, {name: 0})
 
 
@@ -143,6 +150,8 @@ def agents(client: redis.Redis) -> list[Agent]:
                 heartbeat=int(fields["heartbeat"])
                 if fields.get("heartbeat", "").isdigit()
                 else None,
+                deadline=int(deadline),
+                stopped=float(deadline) <= 0,
             )
         )
     return sorted(out, key=lambda agent: agent.name)

@@ -1,14 +1,16 @@
 """The alert rules on real state in a real redis-server, under an injected clock.
 
 Each rule fires on the keys the fleet really writes (a job record and its workers' statistics,
-the dead-letter list, workers' ``proxy/banned``, a small ``maxmemory`` set with CONFIG SET) and
-resolves; the state that says "since when" lives in Redis between evaluations, as it does
-between ``crawlfleet status`` runs and the dashboard.
+the dead-letter list, workers' ``proxy/banned``, a small ``maxmemory`` set with CONFIG SET, real
+job agents killed or stopped) and resolves; the state that says "since when" lives in Redis
+between evaluations, as it does between ``crawlfleet status`` runs and the dashboard.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ import pytest
 import redis
 from ops_helpers import cli
 from support.secureredis import start_acl_redis
+from support.services import stop_process
+from support.waiting import wait_until
 
 from crawlfleet import clusterview
 from crawlfleet.alerts import rules
@@ -212,3 +216,44 @@ def test_the_acl_dashboard_user_keeps_its_own_state(tmp_path: Path) -> None:
         operator.close()
     finally:
         server.stop()
+
+
+def test_a_killed_job_agent_is_down_until_it_is_back_and_one_stopped_cleanly_is_not(
+    redis_client: redis.Redis, redis_url: str, run_agent: Any
+) -> None:
+    gone, retired = run_agent(redis_url, "gone"), run_agent(redis_url, "retired")
+    assert json.loads(cli("status", "--json", "--redis-url", redis_url).out)["alerts"] == []
+    gone.kill()  # SIGKILL: no clean stop, its liveness deadline (3 s) passes
+    assert stop_process(retired) == 0  # SIGTERM: a clean stop, a host being retired
+    wait_until(
+        lambda: not any(a.alive for a in store.agents(redis_client)), what="both agents not alive"
+    )
+    shown = cli("status", "--json", "--redis-url", redis_url)
+    assert shown.code == 0, shown.err
+    view = json.loads(shown.out)
+    host = socket.gethostname()
+    agents = {a["name"]: a for a in view["hub"]["agents"]}
+    assert agents["gone"]["stopped"] is False and agents["gone"]["alive"] is False
+    assert agents["retired"]["stopped"] is True and agents["retired"]["deadline"] is None
+    assert agents["gone"]["host"] == host and agents["gone"]["runner"] == "process"
+    (down,) = view["alerts"]
+    assert down["name"] == rules.AGENT_DOWN and down["severity"] == "warning"
+    assert down["labels"] == {"agent": "gone", "host": host}
+    assert down["key"] == f"CrawlfleetAgentDown{{agent=gone,host={host}}}"
+    deadline = agents["gone"]["deadline"]
+    assert down["since"] == deadline <= view["hub"]["time"]
+    assert down["value"] >= 3.0  # seconds since its last heartbeat: past its TTL
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(deadline))
+    summary = f"job agent gone on {host} is down since {stamp}: no job can start there"
+    assert down["summary"] == summary
+    human = cli("status", "--redis-url", redis_url)
+    assert "alerts: 1 active" in human.out
+    assert f"CrawlfleetAgentDown: job agent gone on {host} is down since {stamp}" in human.out
+    # The same rule under an injected clock: the deadline says since when, whatever the time.
+    later = clusterview.snapshot(redis_client, redis_url)
+    (again,) = current_alerts(redis_client, later, now=deadline + 3600)
+    assert again.key == down["key"] and again.since == deadline
+
+    run_agent(redis_url, "gone")  # back: the alert resolves
+    assert json.loads(cli("status", "--json", "--redis-url", redis_url).out)["alerts"] == []
+    assert "alerts: none" in cli("status", "--redis-url", redis_url).out

@@ -1,8 +1,8 @@
-"""Alerts through the dashboard for real: a crawl worker killed, dead letters, bans and a small
-``maxmemory`` on a private redis-server fire; the webhook (a real HTTP receiver on loopback)
-gets ``firing`` and ``resolved``; a receiver that fails, is down or hangs never stops the
-dashboard serving; ``/metrics`` exports every metric the Prometheus rules use, which
-``promtool check rules`` accepts."""
+"""Alerts through the dashboard for real: a crawl worker killed, a job agent killed, dead letters,
+bans and a small ``maxmemory`` on a private redis-server fire; the webhook (a real HTTP receiver
+on loopback) gets ``firing`` and ``resolved``, a job agent stopped cleanly fires nothing; a
+receiver that fails, is down or hangs never stops the dashboard serving; ``/metrics`` exports
+every metric the Prometheus rules use, which ``promtool check rules`` accepts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +36,7 @@ from crawlfleet.alerts import rules
 from crawlfleet.alerts.rules import Alert
 from crawlfleet.alerts.webhook import Notifier
 from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.jobs import store
 
 KEY = "s3cret-dashboard-key"
 K = SpiderKeys("site")
@@ -178,6 +180,41 @@ def test_a_killed_worker_dead_letters_bans_and_memory_fire_and_resolve(
     client.close()
 
 
+def test_a_killed_job_agent_fires_through_the_webhook_and_metrics_and_a_stopped_one_does_not(
+    own_redis: Any, start_dashboard: Any, receiver: Any, run_agent: Any
+) -> None:
+    got, hook = receiver
+    dash = start_dashboard(own_redis.url, hook)
+    gone, retired = run_agent(own_redis.url, "gone"), run_agent(own_redis.url, "retired")
+    host = socket.gethostname()
+    labels = {name: f'agent="{name}",host="{host}"' for name in ("gone", "retired")}
+    metrics = dash.get("/metrics").text
+    for both in labels.values():
+        assert f"crawlfleet_agent_up{{{both}}} 1.0" in metrics
+        assert f"crawlfleet_agent_lost{{{both}}} 0.0" in metrics
+    gone.kill()  # SIGKILL
+    assert stop_process(retired) == 0  # SIGTERM: a clean stop
+    wait_until(lambda: got.got("firing", rules.AGENT_DOWN), what="AgentDown", timeout=20)
+    (fired,) = [e["alert"] for e in got.events if e["alert"]["name"] == rules.AGENT_DOWN]
+    assert fired["labels"] == {"agent": "gone", "host": host}
+    assert fired["severity"] == "warning" and f"job agent gone on {host}" in fired["summary"]
+    metrics = dash.get("/metrics").text
+    assert f"crawlfleet_agent_up{{{labels['gone']}}} 0.0" in metrics
+    assert f"crawlfleet_agent_lost{{{labels['gone']}}} 1.0" in metrics
+    since = re.search(
+        rf"crawlfleet_agent_deadline_timestamp_seconds{{{labels['gone']}}} (\S+)", metrics
+    )
+    assert since is not None and abs(float(since.group(1)) - fired["since"]) < 0.01
+    assert f"crawlfleet_agent_up{{{labels['retired']}}} 0.0" in metrics
+    assert f"crawlfleet_agent_lost{{{labels['retired']}}} 0.0" in metrics
+    assert f"crawlfleet_agent_deadline_timestamp_seconds{{{labels['retired']}}}" not in metrics
+    run_agent(own_redis.url, "gone")  # back
+    wait_until(lambda: got.got("resolved", rules.AGENT_DOWN), what="AgentDown resolved")
+    statuses = [e["status"] for e in got.events if e["alert"]["name"] == rules.AGENT_DOWN]
+    assert statuses == ["firing", "resolved"]
+    assert dash.proc.poll() is None
+
+
 def _health_is_quick(dash: Dashboard) -> bool:
     began = time.monotonic()
     ok = dash.get("/health").status_code == 200 and dash.get("/api/status").status_code == 200
@@ -291,7 +328,7 @@ def test_the_prometheus_rules_pass_promtool_and_use_only_exported_metrics(
     checked = subprocess.run(
         [promtool, "check", "rules", str(path)], capture_output=True, text=True
     )
-    assert checked.returncode == 0 and "SUCCESS: 5 rules found" in checked.stdout, checked
+    assert checked.returncode == 0 and "SUCCESS: 6 rules found" in checked.stdout, checked
     text = RULES.read_text("utf-8")
     assert set(re.findall(r"- alert: (\w+)", text)) == set(rules.NAMES)
     used = set(re.findall(r"\b(crawlfleet_\w+)", text))
@@ -302,8 +339,7 @@ def test_the_prometheus_rules_pass_promtool_and_use_only_exported_metrics(
     client.zadd(K.workers, {"w1": now + 60_000})
     client.zadd(K.ops_workers, {"w1": now})
     client.hset(K.ops_scrapy("w1"), mapping={"proxy/banned": 3, "response_received_count": 9})
-    from crawlfleet.jobs import store
-
+    store.register_agent(client, "b", {"host": "hostb"}, 60_000, units={})
     job = store.create_job(client, {"project": "p", "spider": "site", "workers": ["b"]})
     store.transition(client, job, ["pending"], "running", started=now)
     dash = start_dashboard(own_redis.url, receiver[1])
@@ -336,6 +372,12 @@ def test_each_prometheus_rule_fires_on_its_event_and_only_then(tmp_path: Path) -
     series = [
         _series("crawlfleet_worker_lost", 'spider="s",worker="w",host="h"', "0 0 1 1"),
         _series("crawlfleet_worker_lost", 'spider="s",worker="v",host="h"', "0 0 0 0"),
+        _series("crawlfleet_agent_lost", 'agent="a",host="h"', "0 0 1 1"),
+        _series("crawlfleet_agent_deadline_timestamp_seconds", 'agent="a",host="h"', "60x3"),
+        _series("crawlfleet_agent_lost", 'agent="r",host="h"', "0 0 0 0"),  # stopped cleanly:
+        _series("crawlfleet_agent_deadline_timestamp_seconds", 'agent="r",host="h"', "60 _ _ _"),
+        _series("crawlfleet_agent_lost", 'agent="l",host="h"', "0 0 0 0"),  # alive
+        _series("crawlfleet_agent_deadline_timestamp_seconds", 'agent="l",host="h"', "60+60x3"),
         _series("crawlfleet_worker_scrapy_stat", stat, "0+20x30"),
         _series(
             "crawlfleet_worker_scrapy_stat", 'spider="c",worker="b",stat="proxy/banned"', "0+1x30"
@@ -355,6 +397,8 @@ def test_each_prometheus_rule_fires_on_its_event_and_only_then(tmp_path: Path) -
     cases = [
         _expect("1m", "CrawlfleetWorkerGone"),
         _expect("3m", "CrawlfleetWorkerGone", {**warn, "spider": "s", "worker": "w", "host": "h"}),
+        _expect("1m", "CrawlfleetAgentDown"),
+        _expect("3m", "CrawlfleetAgentDown", {**warn, "agent": "a", "host": "h"}),
         _expect("10m", "CrawlfleetBanStorm", {**warn, "spider": "s"}),
         _expect("0m", "CrawlfleetHubNearMaxmemory"),  # pending for 1 minute
         _expect("2m", "CrawlfleetHubNearMaxmemory", {"severity": "critical"}),

@@ -27,6 +27,19 @@ def worker(wid: str, alive: bool = True, ppm: float | None = 120.5) -> dict[str,
     }
 
 
+def agent(name: str, alive: bool = True, stopped: bool = False) -> dict[str, Any]:
+    """A job agent of ``hub.agents``: alive, stopped cleanly, or (neither) down."""
+    return {
+        "name": name,
+        "host": f"host-{name}",
+        "runner": "systemd",
+        "alive": alive,
+        "stopped": stopped,
+        "deadline": None if stopped else (103.0 if alive else 90.0),
+        "heartbeat_age": 0.5 if alive else 20.0,
+    }
+
+
 def key(name: str, state: str, budget: float | None = 20.0, bans: int = 0) -> dict[str, Any]:
     site, _, proxy = name.partition("@")
     return {
@@ -109,6 +122,7 @@ def view() -> dict[str, Any]:
             "used_memory": 1024,
             "maxmemory": 0,
             "jobs": [],
+            "agents": [agent("b"), agent("c", alive=False, stopped=True)],
             "bans": {},
         },
         "spiders": [spider],

@@ -1,5 +1,6 @@
 """The alert rules' state and the /metrics families they need, without Redis: a stored state
-that is not what the rules wrote never breaks an evaluation, and the hub's gauges render."""
+that is not what the rules wrote never breaks an evaluation, the hub's gauges render, and only a
+job agent down without a clean stop alerts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from ops_sample_view import view
+from ops_sample_view import agent, view
 
 from crawlfleet.alerts import rules
 from crawlfleet.dashboard import metrics
@@ -88,4 +89,25 @@ def test_the_hub_gauges_and_the_lost_worker_render() -> None:
     assert 'crawlfleet_worker_lost{host="b",spider="book",worker="c:2:bb"} 0.0' in text
     sample["hub"]["used_memory"] = None  # INFO refused
     assert "\ncrawlfleet_redis_used_memory_bytes " not in metrics.render(sample).decode()
+    assert rules.evaluate(sample, rules.AlertState()) == []
+
+
+def test_only_an_agent_down_without_a_clean_stop_alerts_and_its_gauges_render() -> None:
+    sample = view()  # agent b alive, agent c stopped cleanly
+    sample["hub"]["agents"].append(agent("d", alive=False))  # its deadline (90 s) passed
+    (down,) = rules.evaluate(sample, rules.AlertState())
+    assert down.key == "CrawlfleetAgentDown{agent=d,host=host-d}"
+    assert down.severity == "warning" and down.since == 90.0 and down.value == 20.0
+    assert down.summary == (
+        "job agent d on host-d is down since 1970-01-01 00:01:30 UTC: no job can start there"
+    )
+    # A reader whose clock lags Redis's never dates it in the future.
+    assert rules.evaluate(sample, rules.AlertState(), now=80.0)[0].since == 80.0
+    text = metrics.render(sample).decode()
+    for name, up, lost in (("b", 1.0, 0.0), ("c", 0.0, 0.0), ("d", 0.0, 1.0)):
+        assert f'crawlfleet_agent_up{{agent="{name}",host="host-{name}"}} {up}' in text
+        assert f'crawlfleet_agent_lost{{agent="{name}",host="host-{name}"}} {lost}' in text
+    assert 'crawlfleet_agent_deadline_timestamp_seconds{agent="d",host="host-d"} 90.0' in text
+    assert 'crawlfleet_agent_deadline_timestamp_seconds{agent="c"' not in text
+    sample["hub"]["agents"][-1]["stopped"] = True  # the same agent stopped cleanly
     assert rules.evaluate(sample, rules.AlertState()) == []
