@@ -22,8 +22,9 @@ client must name its user in REDIS_URL (``redis://crawler:<password>@hub:6379/0`
   (``RPUSH``/``LTRIM``/``PEXPIRE`` from its sampler script) and the alerts' state
   ``crawlfleet:alerts:state`` (``SET``). It cannot change a frontier, job, pool or account key.
 * ``operator``: every key, every command but ``@dangerous`` (``INFO`` allowed): seed, pause,
-  purge, requeue, export, status, ``crawlfleet job``/``schedule`` and the hub's ``crawlfleet
-  agent --schedules`` (it creates jobs and commands every agent).
+  purge, requeue, export, status, ``crawlfleet job``/``schedule``, the hub's ``crawlfleet
+  agent --schedules`` (it creates jobs and commands every agent) and the dashboard's operators'
+  writes (``DASHBOARD_OPERATOR_REDIS_URL``; its reads stay the ``dashboard`` user's).
 
 Passwords are stored as ``#<sha256>``; the clear text never reaches the file.
 """

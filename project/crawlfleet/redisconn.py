@@ -490,13 +490,16 @@ def tls_problem(
     return None
 
 
-def permission_problem(error: BaseException | str, url: str, command: str = "") -> str:
-    """A NOPERM reply (the error or its masked text) as one line: the URL's user, the refusal."""
+def permission_problem(
+    error: BaseException | str, url: str, command: str = "", setting: str = "REDIS_URL"
+) -> str:
+    """A NOPERM reply (the error or its masked text) as one line: the URL's user (of the
+    ``setting`` that names it), the refusal."""
     said = str(error).rstrip(".")
     found = re.search(r"run the '([^']+)' command", said)
     refused = command or (found.group(1).upper() if found else "")
     what = f"may not run {refused}" if refused else "may not do this"
-    return f"Redis user {url_user(url)!r} (REDIS_URL) {what}: {said}"
+    return f"Redis user {url_user(url)!r} ({setting}) {what}: {said}"
 
 
 def get_redis(url: str, **params: Any) -> redis.Redis:
@@ -545,15 +548,16 @@ def get_async_redis(url: str, *, blocking: bool = False, **params: Any) -> aiore
     return built
 
 
-def sentinel_problem(url: str, timeout: float = 2.0) -> str:
-    """Why no primary was found through the Sentinels of ``url``: one line, no secret.
+def sentinel_problem(url: str, timeout: float = 2.0, setting: str = "REDIS_URL") -> str:
+    """Why no primary was found through the Sentinels of ``url`` (named ``setting``): one line,
+    no secret.
 
     Asks each Sentinel in turn: none reachable, one refusing ``sentinel_password``, none
     knowing the service, or the service known but its primary unreachable.
     """
     target, sentinel_kwargs, _ = _sentinel_parts(url, {})
     secrets = url_secrets(url)
-    where = f"{target.where} (REDIS_URL)"
+    where = f"{target.where} ({setting})"
     answered: set[str] = set()
     errors: list[str] = []
     for host, port in target.sentinels:
@@ -566,7 +570,7 @@ def sentinel_problem(url: str, timeout: float = 2.0) -> str:
             reply = sentinel.sentinel_masters()
         except (redis.AuthenticationError, redis.ResponseError) as exc:
             if isinstance(exc, redis.AuthenticationError) or "NOAUTH" in str(exc):
-                return f"the Sentinel at {host}:{port} refused sentinel_password (REDIS_URL)"
+                return f"the Sentinel at {host}:{port} refused sentinel_password ({setting})"
             errors.append(mask_secrets(str(exc), secrets))
             continue
         except (redis.RedisError, OSError) as exc:
@@ -599,8 +603,9 @@ def _node_address(client: redis.Redis) -> str:
     return f"{address[0]}:{address[1]}" if address else ""
 
 
-def check_connection(client: redis.Redis, url: str) -> None:
-    """Ping Redis once; on failure raise a one-line ``RedisConfigError`` naming the masked URL.
+def check_connection(client: redis.Redis, url: str, setting: str = "REDIS_URL") -> None:
+    """Ping Redis once; on failure raise a one-line ``RedisConfigError`` naming the masked URL
+    and ``setting`` (where it was configured).
 
     ``RedisAuthError`` when Redis refuses the credentials (configuration), the base class when
     it cannot be reached (an outage).
@@ -608,7 +613,7 @@ def check_connection(client: redis.Redis, url: str) -> None:
     try:
         client.ping()
     except redis.sentinel.MasterNotFoundError:
-        problem = sentinel_problem(url)
+        problem = sentinel_problem(url, setting=setting)
         if problem.startswith(("the TLS certificate", "no TLS session")):
             raise RedisAuthError(problem) from None  # as for rediss://: a restart would not help
         if " knows a service " in problem or "sentinel_password" in problem:
@@ -616,20 +621,20 @@ def check_connection(client: redis.Redis, url: str) -> None:
         raise RedisConfigError(problem) from None
     except redis.AuthenticationError:
         raise RedisAuthError(
-            f"Redis at {mask_url(url)} rejected the password (REDIS_URL)"
+            f"Redis at {mask_url(url)} rejected the password ({setting})"
         ) from None
     except redis.exceptions.NoPermissionError as exc:
-        raise RedisAuthError(permission_problem(exc, url, "PING")) from None
+        raise RedisAuthError(permission_problem(exc, url, "PING", setting)) from None
     except redis.ResponseError as exc:
         if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
             raise RedisAuthError(
-                f"Redis at {mask_url(url)} needs a valid password (REDIS_URL): {exc}"
+                f"Redis at {mask_url(url)} needs a valid password ({setting}): {exc}"
             ) from None
         raise
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        tls = tls_problem(exc, url, at=_node_address(client))
+        tls = tls_problem(exc, url, setting=setting, at=_node_address(client))
         if tls is not None:
             raise RedisAuthError(tls) from None  # configuration: a restart would not help
         raise RedisConfigError(
-            f"cannot reach Redis at {mask_url(url)} (REDIS_URL): {exc}"
+            f"cannot reach Redis at {mask_url(url)} ({setting}): {exc}"
         ) from None

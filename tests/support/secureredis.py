@@ -41,11 +41,12 @@ class SecureRedis:
         stop_process(self.process)
 
 
-def start_acl_redis(workdir: Path, spiders: list[str]) -> SecureRedis:
-    """redis-server with the rendered ACL users of every role (``default`` off)."""
+def start_acl_redis(workdir: Path, spiders: list[str], extra_acl: str = "") -> SecureRedis:
+    """redis-server with the rendered ACL users of every role (``default`` off), and the
+    ``aclfile`` lines ``extra_acl`` after them (a test's own admin user)."""
     workdir.mkdir(parents=True, exist_ok=True)
     aclfile = workdir / "users.acl"
-    aclfile.write_text(acl.render(PASSWORDS, spiders))
+    aclfile.write_text(acl.render(PASSWORDS, spiders) + extra_acl)
     port = free_port()
     ready = pings(port, username="operator", password=PASSWORDS["operator"])
     extra = ["--port", str(port), "--appendonly", "no", "--aclfile", str(aclfile)]

@@ -2,7 +2,9 @@
 
 Exit status (``crawlfleet.service.options``): 0 after a clean stop (SIGTERM/SIGINT), 2 on bad
 configuration (including a password Redis refuses), 1 when the service cannot run (Redis
-unreachable at start, port taken). One line on stderr.
+unreachable at start, port taken). One line on stderr. REDIS_URL and, when set, the operators'
+``DASHBOARD_OPERATOR_REDIS_URL`` are both checked before the port is bound, each error naming
+its setting.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ import asyncio
 import logging
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
 
 from crawlfleet.dashboard.app import create_app
 from crawlfleet.dashboard.config import ConfigError, Settings, build_parser, resolve
+from crawlfleet.dashboard.jobs import OPERATOR_URL, write_client
 from crawlfleet.redisconn import (
     RedisAuthError,
     RedisConfigError,
@@ -33,15 +36,26 @@ REDIS_PARAMS = {"socket_timeout": 10, "socket_connect_timeout": 5, "health_check
 log = logging.getLogger("crawlfleet.dashboard")
 
 
-def connect(settings: Settings) -> redis.Redis:
-    """The checked Redis client: a refused password is bad configuration, an outage a failure."""
+def checked(build: Callable[[], redis.Redis], url: str, setting: str) -> redis.Redis:
+    """The client ``build`` makes, pinged: a refused password is bad configuration, an outage a
+    failure (one line naming ``setting``)."""
     try:
-        client = get_redis(settings.redis_url, **REDIS_PARAMS)
-        check_connection(client, settings.redis_url)
+        client = build()
+        check_connection(client, url, setting)
     except RedisConfigError as exc:
         if isinstance(exc, RedisAuthError | RedisUrlError):
             raise ConfigError(str(exc)) from None
         raise ServiceFailure(str(exc)) from None
+    return client
+
+
+def connect(settings: Settings) -> redis.Redis:
+    """The checked Redis client of the reads (and the operators' writes' URL checked too)."""
+    client = checked(
+        lambda: get_redis(settings.redis_url, **REDIS_PARAMS), settings.redis_url, "REDIS_URL"
+    )
+    if settings.operator_redis_url:
+        checked(lambda: write_client(settings), settings.operator_redis_url, OPERATOR_URL)
     return client
 
 
@@ -69,12 +83,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         client = connect(settings)
         sock = runtime.bind(settings.host, settings.port, "--host/DASHBOARD_HOST")
         log.info(
-            "dashboard on %s://%s:%d/ reading %s (API key %s)",
+            "dashboard on %s://%s:%d/ reading %s (API key %s), operators writing %s",
             "https" if settings.tls_cert else "http",
             settings.host,
             sock.getsockname()[1],
             mask_url(settings.redis_url),
             "required" if settings.api_key else "not set",
+            "through " + mask_url(settings.operator_redis_url or settings.redis_url)
+            if settings.operator_password
+            else "nothing (no operator password)",
             extra={"event": "start"},
         )
         return asyncio.run(serve(settings, client, sock))

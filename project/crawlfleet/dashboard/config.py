@@ -7,7 +7,11 @@ least, required off loopback unless ``--insecure-no-api-key``; ``--allow-no-api-
 ``DASHBOARD_ALLOW_NO_API_KEY`` are kept as aliases). The key is read-only; the operator password
 (``DASHBOARD_OPERATOR_PASSWORD`` or ``--operator-password-file``, a secret by the same rules, and
 not the key) is what an operator logs in with to start, stop, pause and schedule jobs
-(``crawlfleet.dashboard.jobs``); without it the dashboard is read-only.
+(``crawlfleet.dashboard.jobs``); without it the dashboard is read-only. Those writes (and the
+agents' log lines a logged-in operator asks for) go to Redis through ``--operator-redis-url`` /
+``DASHBOARD_OPERATOR_REDIS_URL`` when it is set (under the Redis ACL: the ``operator`` user, while
+every read keeps REDIS_URL's read-only ``dashboard`` user), else through REDIS_URL; it needs the
+operator password.
 """
 
 from __future__ import annotations
@@ -28,17 +32,25 @@ from crawlfleet.service.options import (
     items,
     number,
     optional_text,
+    redis_url,
     text,
 )
 from crawlfleet.service.secrets import MIN_API_KEY_LENGTH, ApiKeyNames, api_key
 
 __all__ = ["OPTIONS", "ConfigError", "Settings", "build_parser", "resolve"]
 DEFAULT_PORT = 8060
+OPERATOR_REDIS_URL = "--operator-redis-url/DASHBOARD_OPERATOR_REDIS_URL"
 KEY_NAMES = ApiKeyNames(
     "DASHBOARD",
     insecure_aliases=("DASHBOARD_ALLOW_NO_API_KEY",),
     flag_aliases=("--allow-no-api-key",),
 )
+
+
+def redis_url_or_empty(raw: str) -> str:
+    """A Redis URL the connection helper can read, or empty for unset."""
+    return redis_url(raw) if raw.strip() else ""
+
 
 OPTIONS: tuple[Option, ...] = (
     *options.listen_options("DASHBOARD", DEFAULT_PORT, "address to listen on", "port"),
@@ -67,6 +79,18 @@ OPTIONS: tuple[Option, ...] = (
         f"at least {MIN_API_KEY_LENGTH} characters, not the API key",
         secret=True,
         file="operator_password_file",
+    ),
+    Option(
+        "operator_redis_url",
+        "--operator-redis-url",
+        "DASHBOARD_OPERATOR_REDIS_URL",
+        "",
+        "Redis URL of the logged-in operators' writes and the agents' log lines they ask for "
+        "(under the Redis ACL: the `operator` user, while REDIS_URL stays the read-only "
+        "`dashboard` user); needs the operator password; unset: REDIS_URL",
+        redis_url_or_empty,
+        show=mask_url,
+        metavar="URL",
     ),
     Option(
         "spiders",
@@ -171,6 +195,7 @@ class Settings:
     api_key: str = ""
     allow_no_api_key: bool = False
     operator_password: str = ""
+    operator_redis_url: str = DEFAULTS["operator_redis_url"]
     spiders: tuple[str, ...] = DEFAULTS["spiders"]
     sample_interval: float = DEFAULTS["sample_interval"]
     refresh: float = DEFAULTS["refresh"]
@@ -211,12 +236,24 @@ def operator_password(found: tuple[str, str] | None, key: str) -> str:
     return password
 
 
+def operator_redis_url(url: str, password: str) -> str:
+    """The checked URL of the operators' writes ("" when unset): only with an operator password."""
+    if url and not password:
+        raise ConfigError(
+            f"{OPERATOR_REDIS_URL} is set but there is no operator password "
+            "(DASHBOARD_OPERATOR_PASSWORD or --operator-password-file), so no write can use it: "
+            "set the password or unset the URL"
+        )
+    return url
+
+
 def resolve(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
     """``Settings`` from the parsed flags and ``environ``, every value checked."""
     values = options.resolve(OPTIONS, args, environ)
     allowed = values["insecure_no_api_key"]
     options.check_tls(values, "DASHBOARD")
     key = api_key(KEY_NAMES, values["api_key"], values["host"], allowed) or ""
+    password = operator_password(values["operator_password"], key)
     return Settings(
         host=values["host"],
         port=values["port"],
@@ -225,7 +262,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -
         redis_url=values["redis_url"],
         api_key=key,
         allow_no_api_key=allowed,
-        operator_password=operator_password(values["operator_password"], key),
+        operator_password=password,
+        operator_redis_url=operator_redis_url(values["operator_redis_url"], password),
         spiders=values["spiders"],
         sample_interval=values["sample_interval"],
         refresh=values["refresh"],

@@ -22,6 +22,12 @@ Bodies are JSON (a cross-site page cannot send that without a preflight this ser
 grants). Each write is logged (``event=write``) and recorded in the job's history with the
 operator's name (``<name>@dashboard``). Every refusal is one line, ``{"error": …}``, and changes
 nothing. Sessions live in this process: a restart logs the operators out.
+
+Two Redis clients: every read goes through REDIS_URL (under the Redis ACL the read-only
+``dashboard`` user); the writes, and the log lines a logged-in operator asks the agents for (a
+command to them), through ``--operator-redis-url`` / ``DASHBOARD_OPERATOR_REDIS_URL`` when it is
+set (the ``operator`` user), else through REDIS_URL as well. A write Redis refuses (an ACL user
+without the right) answers 403 with one line naming the user, and the setting that fixes it.
 """
 
 from __future__ import annotations
@@ -55,11 +61,12 @@ from crawlfleet.dashboard.app import (
     html_headers,
     refused,
 )
+from crawlfleet.dashboard.config import Settings
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.jobs import control, schedules, store
 from crawlfleet.jobs.store import JobError
 from crawlfleet.jobs.timespec import TimeSpecError
-from crawlfleet.redisconn import get_redis
+from crawlfleet.redisconn import get_redis, mask_url, permission_problem
 from crawlfleet.service.http import BadJson, parse_json
 from crawlfleet.service.logs import event
 
@@ -76,6 +83,39 @@ JOB_LIMIT = 100
 # Starting waits for every agent's answer, stopping for the drain: longer than a page read.
 WRITE_TIMEOUT = control.DEFAULT_TIMEOUT
 CONTROL_PARAMS = {"socket_timeout": WRITE_TIMEOUT + 15, "socket_connect_timeout": 5}
+OPERATOR_URL = "DASHBOARD_OPERATOR_REDIS_URL"
+# NOPERM outside a script; inside one, Redis says the script's user "can't access" a key.
+ACL_REFUSAL = re.compile(r"(?i)no permissions|can't access|NOPERM")
+
+
+def write_url(settings: Settings) -> tuple[str, str]:
+    """(URL, setting naming it) of the operators' writes: the operator URL, else REDIS_URL."""
+    if settings.operator_redis_url:
+        return settings.operator_redis_url, OPERATOR_URL
+    return settings.redis_url, "REDIS_URL"
+
+
+def write_client(settings: Settings) -> redis.Redis:
+    """The process's client of the operators' writes (``write_url``), with their timeouts."""
+    return get_redis(write_url(settings)[0], **CONTROL_PARAMS)
+
+
+def acl_refusal(exc: redis.ResponseError) -> bool:
+    """True when Redis refused a command because of the ACL user's rights."""
+    return isinstance(exc, redis.exceptions.NoPermissionError) or bool(ACL_REFUSAL.search(str(exc)))
+
+
+def refused_write(exc: redis.ResponseError, url: str, setting: str) -> str:
+    """One line for a write the Redis user of ``url`` (named by ``setting``) may not do."""
+    said = " ".join(permission_problem(exc, url, setting=setting).split())
+    if setting == OPERATOR_URL:
+        fix = f"give {OPERATOR_URL} a Redis user that may write (the `operator` ACL user)"
+    else:
+        fix = (
+            f"the dashboard's writes need a Redis user that may write: set {OPERATOR_URL} "
+            "(--operator-redis-url) to the `operator` ACL user's URL"
+        )
+    return f"{said}; {fix}"
 
 
 class Refused(Exception):
@@ -304,7 +344,10 @@ def install(app: Starlette, dash: Dashboard) -> None:
     """Add the jobs pages and API to the dashboard's ``app`` (see the module docstring)."""
     settings = dash.settings
     sessions = Sessions()
-    control_client = get_redis(settings.redis_url, **CONTROL_PARAMS)
+    control_url, control_setting = write_url(settings)
+    control_client = write_client(settings)
+    # the log lines of a reader who is no operator, when the writes have their own URL
+    reader_control = get_redis(settings.redis_url, **CONTROL_PARAMS)
     html = page_html(settings.refresh)
     # same-origin: the writes' Origin/Referer check needs the browser to send a Referer
     page_headers = html_headers(html, "same-origin")
@@ -321,8 +364,25 @@ def install(app: Starlette, dash: Dashboard) -> None:
                 return JSONResponse({"error": str(exc)}, 400)
             except REDIS_ERRORS as exc:
                 return JSONResponse({"error": f"Redis unreachable at {dash.where}: {exc}"}, 503)
+            except redis.ResponseError as exc:
+                if not acl_refusal(exc):
+                    raise
+                said = " ".join(permission_problem(exc, settings.redis_url).split())
+                return JSONResponse({"error": said}, 403)
 
         return check
+
+    async def controlling(work: Callable[[], Any], url: str, setting: str) -> Any:
+        """``work`` (in a thread) through the write client of ``url``: its refusals and outages
+        are one line naming ``setting``."""
+        try:
+            return await run_in_threadpool(work)
+        except REDIS_ERRORS as exc:
+            raise Refused(503, f"Redis unreachable at {mask_url(url)} ({setting}): {exc}") from None
+        except redis.ResponseError as exc:
+            if not acl_refusal(exc):
+                raise
+            raise Refused(403, refused_write(exc, url, setting)) from None
 
     def operator(request: Request) -> tuple[str, str]:
         """(name, session id) of the operator, or :class:`Refused`."""
@@ -371,7 +431,9 @@ def install(app: Starlette, dash: Dashboard) -> None:
             by = f"{user}@dashboard"
             action = f"{request.method} {request.url.path}"
             try:
-                result = await run_in_threadpool(work, by, body, request)
+                result = await controlling(
+                    lambda: work(by, body, request), control_url, control_setting
+                )
             except (Refused, JobError, UsageError) as exc:
                 event(log, "write_refused", logging.INFO, by=by, action=action, error=str(exc))
                 raise
@@ -402,9 +464,24 @@ def install(app: Starlette, dash: Dashboard) -> None:
         raw = request.query_params.get("lines", str(control.LOG_LINES))
         if not raw.isdigit() or not 1 <= int(raw) <= control.MAX_LOG_LINES:
             raise Refused(400, f"lines must be a number from 1 to {control.MAX_LOG_LINES}")
-        found = await run_in_threadpool(
-            control.unit_logs, control_client, request.path_params["id"], int(raw)
-        )
+        job_id, lines = request.path_params["id"], int(raw)
+        # Asking the agents is a command: an operator's, through the writes' user.
+        if sessions.user(request.cookies.get(COOKIE)) or not settings.operator_redis_url:
+            found = await controlling(
+                lambda: control.unit_logs(control_client, job_id, lines),
+                control_url,
+                control_setting,
+            )
+        else:
+            try:
+                found = await run_in_threadpool(control.unit_logs, reader_control, job_id, lines)
+            except redis.ResponseError as exc:
+                if not acl_refusal(exc):
+                    raise
+                said = " ".join(permission_problem(exc, settings.redis_url).split())
+                raise Refused(
+                    403, f"log lines are a command to the agents: log in as an operator ({said})"
+                ) from None
         return JSONResponse({"workers": found}, headers={"Cache-Control": "no-store"})
 
     async def session(request: Request) -> Response:
