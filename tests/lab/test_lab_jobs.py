@@ -100,9 +100,11 @@ def test_a_job_runs_on_b_and_c_drains_carries_on_and_a_schedule_fires(
     assert done["state"] == "finished", done
     shares = {host: done["stats"]["per_worker"][host]["pages"] for host in WORKERS}
     assert all(pages > 0 for pages in shares.values()), done["stats"]
+    # The last lines of each unit within the job's times: Scrapy's close and systemd's end.
     logs = operator(lab, "job", "logs", second, "-n", "5").stdout
     for host in WORKERS:
-        assert f"{host} crawler@book-1" in logs, logs
+        block = logs.split(f"== {host} crawler@book-1\n")[1].split("== ")[0]
+        assert "Spider closed (finished)" in block and "Deactivated successfully" in block, logs
 
     # A schedule that keeps the duplicate filter fires within the test: its job finds every
     # book seen, crawls nothing new and ends by itself.

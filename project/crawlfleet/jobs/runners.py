@@ -350,11 +350,14 @@ class SystemdRunner:
 
     def tail(self, job: str, unit: str, lines: int, window: tuple[int, int]) -> list[str]:
         """``journalctl -u UNIT -n LINES`` between the job's start and end (Redis ms; an end of
-        0: still running), so a unit reused by a later job shows this job's lines."""
+        0: still running), so a unit reused by a later job shows this job's lines. Read newest
+        first (``--reverse``) and turned back: with ``--since``, journalctl's ``-n`` keeps the
+        first lines after it (systemd 252), not the last."""
         if not unit.startswith("crawler@"):
             raise RunnerError(f"{unit!r} is not a crawler unit")
         since, until = window
-        argv = [self.journalctl, "-u", unit, "-n", str(lines), "--no-pager", "-o", "short-iso"]
+        argv = [self.journalctl, "-u", unit, "-n", str(lines), "--reverse", "--no-pager"]
+        argv += ["-o", "short-iso"]
         if since:
             argv += ["--since", f"@{since // 1000}"]
         if until:
@@ -363,4 +366,4 @@ class SystemdRunner:
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
             raise RunnerError(f"journalctl -u {unit} failed: {last}")
-        return _cut(done.stdout.splitlines(), lines)
+        return _cut(done.stdout.splitlines()[::-1], lines)

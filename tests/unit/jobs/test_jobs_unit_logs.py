@@ -20,7 +20,12 @@ from crawlfleet.jobs.runners import (
 JOURNALCTL = """#!/bin/sh
 echo "$*" >> {calls}
 [ -e {fail} ] && {{ echo "Failed to add filter for units: No data available" >&2; exit 1; }}
-i=1; while [ $i -le 5 ]; do echo "line $i redis://crawler:s3cret@hub:6379/0"; i=$((i+1)); done
+# A journal of 5 lines, as systemd 252 answers with --since: -n keeps the first N lines after it,
+# --reverse the newest N, newest first.
+n=5; rev=0; prev=""
+for a in "$@"; do [ "$prev" = "-n" ] && n=$a; [ "$a" = "--reverse" ] && rev=1; prev=$a; done
+if [ $rev = 1 ]; then seq 5 -1 1; else seq 1 5; fi | head -n "$n" |
+  while read -r i; do echo "line $i redis://crawler:s3cret@hub:6379/0"; done
 """
 
 
@@ -68,11 +73,12 @@ def test_a_systemd_unit_is_read_with_journalctl_within_the_jobs_times(
         "line 5 redis://crawler:***@hub:6379/0",
     ]
     running = systemd.tail("8", "crawler@pages-2", 50, (1_700_000_000_500, 0))
-    assert len(running) == 5
+    assert running == [f"line {n} redis://crawler:***@hub:6379/0" for n in range(1, 6)]
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls == [
-        "-u crawler@pages-1 -n 2 --no-pager -o short-iso --since @1700000000 --until @1700000101",
-        "-u crawler@pages-2 -n 50 --no-pager -o short-iso --since @1700000000",
+        "-u crawler@pages-1 -n 2 --reverse --no-pager -o short-iso --since @1700000000"
+        " --until @1700000101",
+        "-u crawler@pages-2 -n 50 --reverse --no-pager -o short-iso --since @1700000000",
     ]
 
 
