@@ -355,6 +355,7 @@ class Agent:
         for job_id, units in list(self.units.items()):
             states = [self.runner.running(u) for u in units]
             if any(alive for alive, _ in states):
+                self._back(job_id, units)
                 continue
             codes = [code for _, code in states]
             bad = [c for c in codes if c not in (0, None)]
@@ -372,6 +373,34 @@ class Agent:
             )
             event(log, "units_ended", job=job_id, codes=codes)
             self._finalize(job_id)
+
+    def _back(self, job_id: str, units: list[dict[str, Any]]) -> None:
+        """Back after the watchdog marked this agent's part of the job ``lost`` (it was frozen or
+        cut off from the hub) while its units ran on: that part is ``running`` again, so the job
+        does not end ``failed`` for a worker that came back."""
+        key = store.KEYS.job(job_id)
+        state, raw = self.client.hmget(key, ["state", f"host:{self.name}"])
+        if isinstance(state, bytes):
+            state = state.decode()
+        if state not in ("running", "paused", "stopping") or raw is None:
+            return
+        try:
+            if json.loads(raw).get("state") != "lost":
+                return
+        except ValueError:
+            return
+        store.set_host(
+            self.client,
+            job_id,
+            self.name,
+            state="running",
+            units=[u["name"] for u in units],
+            pids=[u["pid"] for u in units],
+        )
+        store.record_history(
+            self.client, job_id, f"agent {self.name}", "back", "its units ran on while it was away"
+        )
+        event(log, "back", logging.WARNING, job=job_id, units=len(units))
 
     def _finalize(self, job_id: str) -> None:
         state = store.finalize(self.client, job_id, control.agent_hosts(self.client))

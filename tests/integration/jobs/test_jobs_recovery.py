@@ -15,6 +15,8 @@ from jobs_helpers import FAST, AgentProcess, cli, job, pids_alive, wait_state
 from support.crawl import Site
 from support.waiting import wait_until
 
+from crawlfleet.jobs import store
+
 
 @pytest.fixture
 def orphans(redis_client: redis.Redis) -> Iterator[list[str]]:
@@ -83,3 +85,41 @@ def test_an_agent_back_in_time_picks_up_its_crawl(
     assert record["hosts"]["b"]["codes"] == [None]  # not its child any more: no exit status
     assert site.crawled() == site.expected()
     assert record["stats"]["pages"] == 60
+
+
+def test_an_agent_found_down_that_comes_back_takes_its_part_back(
+    site: Site,
+    redis_url: str,
+    redis_client: redis.Redis,
+    start_agent: Callable[..., AgentProcess],
+    orphans: list[str],
+) -> None:
+    """Frozen past its deadline (SIGSTOP, like a host that stalls or loses the hub for a while)
+    while its crawl runs on: the watchdog marks it lost, and once it is back its part runs again,
+    so the job ends finished, with every page once."""
+    site.pages, site.delay = 60, 0.1
+    start_agent("a", "--schedules")
+    b = start_agent("b")  # --ttl 3
+    _start(site, redis_url)
+    orphans.append("1")
+    wait_until(lambda: len(site.crawled()) >= 4, "the crawl under way", timeout=60)
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(
+            lambda: job(redis_client, "1")["hosts"]["b"]["state"] == "lost",
+            "the watchdog marked b lost",
+            timeout=60,
+        )
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+    wait_until(
+        lambda: job(redis_client, "1")["hosts"]["b"]["state"] == "running",
+        "b took its part back",
+        timeout=60,
+    )
+    record = wait_state(redis_client, "1", "finished", "failed")
+    assert record["state"] == "finished", record
+    assert (record["hosts"]["b"]["state"], record.get("error", "")) == ("exited", ""), record
+    history = [(h["by"], h["action"]) for h in store.job_history(redis_client, "1")]
+    assert ("agent b", "back") in history, history
+    assert site.crawled() == site.expected()
