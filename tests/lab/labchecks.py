@@ -1,22 +1,29 @@
-"""Checks of the crawl drills: what the export and the hub's Redis must say after a crawl."""
+"""Checks of the crawl drills: what the export and the hub's Redis must say after a crawl; crawl
+jobs as an operator on the hub runs them."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
+import shlex
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
-from labcrawl import LabCrawl
-from labhosts import ROOT
+from labcrawl import VENV_BIN, LabCrawl
+from labhosts import ROOT, Lab
+from labroles import HUB
+from support.waiting import wait_until
 
 from crawlfleet.demosite.catalogue import Catalogue
 from crawlfleet.demosite.config import SiteConfig
 
 EXPORT = "/var/lib/crawlfleet/books.jsonl"
+OPERATOR_ENV = "/etc/crawlfleet/operator.env"
 # CONCURRENT_REQUESTS of the book crawl: at most one more batch of leases per worker process.
 PREFETCH_MARGIN = 32
 
@@ -78,3 +85,33 @@ def clock_ahead(crawl: LabCrawl, host: str, offset: str = "+3h") -> Iterator[Non
         yield
     finally:
         crawl.ssh(host, f"sudo rm -f {drop_in} && sudo systemctl daemon-reload")
+
+
+def operator(lab: Lab, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`crawlfleet ARGS` as an operator runs it on the hub (docs/operating.md: operator.env)."""
+    inner = f"set -a; . {OPERATOR_ENV}; set +a; {VENV_BIN}/crawlfleet {shlex.join(args)}"
+    return lab.ssh(HUB, f"sudo sh -c {shlex.quote(inner)}", check=check, timeout=180)
+
+
+def job_record(lab: Lab, job_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(operator(lab, "job", "show", job_id, "--json").stdout)
+    return found
+
+
+def job_ended(lab: Lab, job_id: str, timeout: float = 120) -> dict[str, Any]:
+    """The job's record once the agents have reported its end."""
+    wait_until(
+        lambda: job_record(lab, job_id)["state"] in ("finished", "failed"),
+        f"job {job_id} ended",
+        timeout,
+        interval=1,
+    )
+    return job_record(lab, job_id)
+
+
+def start_book_job(lab: Lab) -> str:
+    """`crawlfleet job start bookcrawler book` on b and c; the job's id."""
+    out = operator(lab, "job", "start", "bookcrawler", "book", "--workers", "all").stdout
+    found = re.match(r"job (\d+): bookcrawler/book running on 2 worker\(s\) \(b, c\)", out)
+    assert found, out
+    return found.group(1)

@@ -2,7 +2,8 @@
 crawlfleet_redis_acl_enabled converges and a second run changes nothing; from worker b a plain-text
 Redis client and plain HTTP to the pools are refused while rediss:// and https:// with the fleet's
 CA work (and fail without it); the crawler's Redis user cannot read the account pool's keys and
-the dashboard's cannot write; the book crawl through TLS and ACLs collects every book once; a
+the dashboard's cannot write; the book crawl, started as a job through the agents, collects every
+book once through TLS and ACLs; a
 short ACL password stops site.yml in its first play. Converging back with the inventory's
 defaults puts the lab back (plain Redis with the password).
 
@@ -16,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from labchecks import assert_complete
+from labchecks import assert_complete, job_ended, start_book_job
 from labcrawl import LabCrawl, per_host
 from labhosts import Lab, changed_tasks, recap, run
 from labroles import HUB, WORKER, host_python, lab_secret
@@ -174,8 +175,11 @@ def test_the_book_crawl_through_tls_and_acls_collects_every_book_once(
     crawl = LabCrawl()
     crawl.reset()
     try:
-        crawl.crawl_playbook("start")
+        # Started as a job: the operator's user on the hub, each worker's agent with the
+        # crawler's, the scheduler's watchdog with the operator's, all over TLS.
+        job = start_book_job(secure_lab)
         view = crawl.wait_done(timeout=420)
+        assert job_ended(secure_lab, job)["state"] == "finished"
         assert view["total"] == len(catalogue_ids)
         assert_complete(crawl, catalogue_ids)
         scrapy = [row["scrapy"] for row in view["workers"]]

@@ -8,48 +8,17 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-import subprocess
-from typing import Any
 
 import pytest
-from labchecks import assert_complete
-from labcrawl import VENV_BIN, LabCrawl
+from labchecks import assert_complete, job_ended, operator, start_book_job
+from labcrawl import LabCrawl
 from labhosts import Lab
 from labroles import HUB
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
-OPERATOR_ENV = "/etc/crawlfleet/operator.env"
 WORKERS = ("b", "c")
-ENDED = ("finished", "failed")
-
-
-def operator(lab: Lab, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`crawlfleet ARGS` as an operator runs it on the hub (docs/security.md: operator.env)."""
-    inner = f"set -a; . {OPERATOR_ENV}; set +a; {VENV_BIN}/crawlfleet {shlex.join(args)}"
-    return lab.ssh(HUB, f"sudo sh -c {shlex.quote(inner)}", check=check, timeout=180)
-
-
-def record(lab: Lab, job_id: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(operator(lab, "job", "show", job_id, "--json").stdout)
-    return found
-
-
-def ended(lab: Lab, job_id: str, timeout: float = 120) -> dict[str, Any]:
-    """The job's record once the agents have reported its end."""
-    wait_until(
-        lambda: record(lab, job_id)["state"] in ENDED, f"job {job_id} ended", timeout, interval=1
-    )
-    return record(lab, job_id)
-
-
-def start(lab: Lab) -> str:
-    out = operator(lab, "job", "start", "bookcrawler", "book", "--workers", "all").stdout
-    found = re.match(r"job (\d+): bookcrawler/book running on 2 worker\(s\) \(b, c\)", out)
-    assert found, out
-    return found.group(1)
 
 
 def test_agents_and_the_scheduler_run_sandboxed_on_the_hosts(lab: Lab) -> None:
@@ -74,7 +43,7 @@ def test_agents_and_the_scheduler_run_sandboxed_on_the_hosts(lab: Lab) -> None:
 def test_a_job_runs_on_b_and_c_drains_carries_on_and_a_schedule_fires(
     lab: Lab, crawl: LabCrawl, catalogue_ids: set[str]
 ) -> None:
-    first = start(lab)
+    first = start_book_job(lab)
     # The agents started the crawler role's own units.
     wait_until(
         lambda: set(crawl.running_units()) == set(WORKERS), "units on b and c", 60, interval=1
@@ -82,7 +51,7 @@ def test_a_job_runs_on_b_and_c_drains_carries_on_and_a_schedule_fires(
     crawl.wait_progress(0.3)
     stopped = operator(lab, "job", "stop", first).stdout
     assert stopped.startswith(f"job {first} stopped (finished): "), stopped
-    done = ended(lab, first)
+    done = job_ended(lab, first)
     assert done["state"] == "finished" and done["stopped_by"], done
     # Drained: nothing leased, the rest still queued, no unit left running.
     view = crawl.snapshot()
@@ -93,10 +62,10 @@ def test_a_job_runs_on_b_and_c_drains_carries_on_and_a_schedule_fires(
     assert again.strip() == f"job {first} has already ended (finished)", again
 
     # The next job carries on from the queue and the crawl ends by itself: every book once.
-    second = start(lab)
+    second = start_book_job(lab)
     crawl.wait_done(timeout=420)
     assert_complete(crawl, catalogue_ids, in_flight_bound=0)
-    done = ended(lab, second)
+    done = job_ended(lab, second)
     assert done["state"] == "finished", done
     shares = {host: done["stats"]["per_worker"][host]["pages"] for host in WORKERS}
     assert all(pages > 0 for pages in shares.values()), done["stats"]
@@ -125,7 +94,7 @@ def test_a_job_runs_on_b_and_c_drains_carries_on_and_a_schedule_fires(
         wait_until(scheduled, f"schedule {schedule} fired a job", timeout=120, interval=2)
     finally:
         operator(lab, "schedule", "remove", schedule)
-    done = ended(lab, fired[-1], timeout=300)
+    done = job_ended(lab, fired[-1], timeout=300)
     assert (done["state"], done["by"], done["dupefilter"]) == (
         "finished",
         f"schedule {schedule}",
