@@ -176,6 +176,8 @@ class FrontierConfig:
     heartbeat_interval: float
     idle_poll_interval: float
     prefetch: int
+    # the longest wait between an idle worker's looks (its polls back off up to it)
+    idle_poll_max: float = 2.0
     enqueue_batch: bool = False
     seen_cache: int = 100_000
     # WAIT after each enqueue: replicas that must hold it, and for how long to wait (ms)
@@ -224,6 +226,7 @@ class FrontierConfig:
         if idle_before_close < 0:
             raise FrontierConfigError(f"SCHEDULER_IDLE_BEFORE_CLOSE must be >= 0, got {idle!r}")
         prefetch = _positive_int("SCHEDULER_PREFETCH", settings.get("SCHEDULER_PREFETCH", 8))
+        idle_poll = _positive(settings, "SCHEDULER_IDLE_POLL_INTERVAL", 0.2)
         batch = settings.get("REDIS_START_URLS_BATCH_SIZE") or settings.getint(
             "CONCURRENT_REQUESTS", 16
         )
@@ -243,8 +246,10 @@ class FrontierConfig:
             idle_before_close=idle_before_close,
             lease_timeout=lease_timeout,
             heartbeat_interval=heartbeat,
-            idle_poll_interval=_positive(settings, "SCHEDULER_IDLE_POLL_INTERVAL", 0.2),
+            idle_poll_interval=idle_poll,
             prefetch=prefetch,
+            # never shorter than SCHEDULER_IDLE_POLL_INTERVAL, where the back-off starts
+            idle_poll_max=max(idle_poll, _positive(settings, "SCHEDULER_IDLE_POLL_MAX", 2.0)),
             enqueue_batch=settings.getbool("SCHEDULER_ENQUEUE_BATCH", False),
             seen_cache=_count_setting(settings, "SCHEDULER_SEEN_CACHE", 100_000),
             wait_replicas=_count_setting(settings, "SCHEDULER_WAIT_REPLICAS", default_wait(url)),

@@ -102,6 +102,9 @@ class Scheduler(FrontierScheduler):
         self._status = ClusterStatus()
         self._enqueued_since_sync = False
         self._last_sync = 0.0
+        # how long an idle worker waits before its next look: SCHEDULER_IDLE_POLL_INTERVAL,
+        # doubled after every look that found nothing to do, up to SCHEDULER_IDLE_POLL_MAX
+        self._idle_wait = config.idle_poll_interval
         self._info = json.dumps(
             {"host": socket.gethostname(), "pid": os.getpid(), "spider": config.spider}
         )
@@ -260,7 +263,14 @@ class Scheduler(FrontierScheduler):
     def _should_pop(self) -> bool:
         if self._status.queued > 0 or self._enqueued_since_sync or self._status.start_urls:
             return True
-        return time.monotonic() - self._last_sync >= self.config.idle_poll_interval
+        return time.monotonic() - self._last_sync >= self._idle_wait
+
+    def _back_off(self, found: bool) -> None:
+        """After a pop: look again soon if it found work, else wait twice as long (up to max)."""
+        if found:
+            self._idle_wait = self.config.idle_poll_interval
+        else:
+            self._idle_wait = min(2 * self._idle_wait, self.config.idle_poll_max)
 
     def _count(self, results: list[int]) -> None:
         """Count enqueue results for the cluster stats, sent with the next SYNC."""
@@ -331,6 +341,8 @@ class Scheduler(FrontierScheduler):
         if int(requeued):
             self.stats.inc_value("scheduler/requeued", int(requeued))
         self._take(popped)
+        if mode == "pop":
+            self._back_off(bool(popped) or self._status.queued > 0 or self._status.start_urls > 0)
         if (
             mode == "pop"
             and self._status.start_urls

@@ -254,6 +254,28 @@ def test_dead_worker_leases_are_reaped_once(
     assert dead.next_request() is None
 
 
+def test_an_idle_pop_reaps_without_waiting_for_a_heartbeat(
+    make_scheduler: MakeScheduler, redis_client: redis.Redis
+) -> None:
+    # Heartbeats far apart: only the idle pop can return the dead worker's leases in time.
+    dead = make_scheduler(SCHEDULER_LEASE_TIMEOUT=1.5, SCHEDULER_HEARTBEAT_INTERVAL=0.5)
+    assert dead.enqueue_request(Request("https://e.test/held"))
+    assert dead.next_request() is not None
+    for loop in dead._loops:  # the worker "dies": no more heartbeats
+        loop.stop()
+    idle = make_scheduler(SCHEDULER_HEARTBEAT_INTERVAL=10, SCHEDULER_IDLE_POLL_INTERVAL=0.05)
+    for loop in idle._loops:  # no heartbeat of its own either: pops only
+        loop.stop()
+    deadline = redis_client.zscore("site:workers", dead.worker)
+    assert deadline is not None
+    wait_until(lambda: redis_ms(redis_client) > deadline, "the dead worker's deadline", timeout=5)
+    idle._sync("pop", 1)
+    assert int(redis_client.hget("site:stats", "scheduler/requeued")) == 1
+    request = idle.next_request()
+    assert request is not None and request.url == "https://e.test/held"
+    assert redis_client.zscore("site:workers", dead.worker) is None
+
+
 def test_close_returns_unprocessed_leases(
     make_scheduler: MakeScheduler, redis_client: redis.Redis
 ) -> None:
@@ -336,6 +358,29 @@ def test_start_urls_are_fed_while_crawling(
     assert [d["source"] for d in dead] == ["start_urls"] and "JSON" in dead[0]["reason"]
 
 
+def test_idle_polls_back_off_and_snap_back(make_scheduler: MakeScheduler) -> None:
+    # Another worker holds the only request: the crawl is busy, this worker has nothing to do.
+    holder = make_scheduler()
+    assert holder.enqueue_request(Request("https://e.test/held"))
+    assert holder.next_request() is not None
+    idle = make_scheduler(SCHEDULER_IDLE_POLL_INTERVAL=0.05, SCHEDULER_IDLE_POLL_MAX=0.3)
+    waits = []
+    for _ in range(5):
+        wait_until(idle._should_pop, "the idle worker's next look", timeout=5, interval=0.01)
+        assert idle.next_request() is None
+        waits.append(idle._idle_wait)
+    assert waits == [0.1, 0.2, 0.3, 0.3, 0.3]  # doubled after each empty look, up to the max
+    # The queue is empty, so others' leases are counted: the crawl is not over.
+    assert idle._status.leased_by_others == 1 and idle._status.leased_by_me == 0
+    assert idle.has_pending_requests()
+    # New work is found at the next look, and the polls are quick again.
+    assert holder.enqueue_request(Request("https://e.test/new"))
+    wait_until(idle._should_pop, "the idle worker's next look", timeout=5, interval=0.01)
+    request = idle.next_request()
+    assert request is not None and request.url == "https://e.test/new"
+    assert idle._idle_wait == 0.05
+
+
 def test_final_failure_and_requeue_failed(
     make_scheduler: MakeScheduler, redis_client: redis.Redis, redis_url: str, capsys
 ) -> None:
@@ -373,6 +418,7 @@ def test_requeue_failed_bad_input(redis_url: str, capsys) -> None:
     [
         ({"SCHEDULER_QUEUE_CLASS": "crawlfleet.frontier.queues.Missing"}, "SCHEDULER_QUEUE_CLASS"),
         ({"SCHEDULER_SERIALIZER": "pickle"}, "SCHEDULER_SERIALIZER"),
+        ({"SCHEDULER_IDLE_POLL_MAX": 0}, "SCHEDULER_IDLE_POLL_MAX"),
         ({"DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter"}, "DUPEFILTER_CLASS"),
         ({"DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter"}, "DUPEFILTER_CLASS"),
     ],

@@ -22,12 +22,17 @@ local function reap(now)
   stat('scheduler/requeued', n)
   return n
 end
-local function cluster()
-  local others, mine = 0, 0
-  for _, w in ipairs(redis.call('ZRANGE', WORKERS, 0, -1)) do
-    local n = redis.call('HLEN', leases_of(w))
-    if w == W then mine = n else others = others + n end
+-- The crawl as this worker needs to see it: {queued, leased by others, leased by me, start URLs,
+-- seeder, paused}. Others' leases only matter once the queue is empty (a non-empty queue keeps
+-- everyone busy anyway), so they are counted (one HLEN per registered worker) only then, and
+-- reported as 0 otherwise. ``paused`` may be passed in by a script that already read it.
+local function cluster(paused)
+  local queued, others = q_len(), 0
+  if queued == 0 then
+    for _, w in ipairs(redis.call('ZRANGE', WORKERS, 0, -1)) do
+      if w ~= W then others = others + redis.call('HLEN', leases_of(w)) end
+    end
   end
-  return {q_len(), others, mine, start_len(), redis.call('GET', SEEDING) or '',
-          redis.call('EXISTS', PAUSED)}
+  return {queued, others, redis.call('HLEN', leases_of(W)), start_len(),
+          redis.call('GET', SEEDING) or '', paused or redis.call('EXISTS', PAUSED)}
 end

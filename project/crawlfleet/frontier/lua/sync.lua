@@ -1,5 +1,5 @@
--- The worker's one periodic call. ARGV[5] mode: 'pop' (ack + pop; no pop while
--- <spider>:paused exists, see `crawlfleet pause`), 'beat' (ack + reap + info),
+-- The worker's one periodic call. ARGV[5] mode: 'pop' (ack + pop, reaping first when nothing is
+-- queued; no pop while <spider>:paused exists, see `crawlfleet pause`), 'beat' (ack + reap + info),
 -- 'release' (ack, then give every remaining lease back and unregister). ARGV[6] = n to pop,
 -- ARGV[7] = '1' to release the seeding flag, ARGV[8] = worker info (JSON, for 'beat'),
 -- ARGV[9..12] = counts of acks, failures, dead letters and stats, then the acked lease ids, then
@@ -44,6 +44,7 @@ end
 if ARGV[7] == '1' and redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
 local requeued = 0
 local popped = {}
+local paused
 if mode == 'beat' then
   requeued = reap(now)
   local wk = worker_of(W)
@@ -57,7 +58,13 @@ elseif mode == 'release' then
   redis.call('ZREM', WORKERS, W)
   if redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
   redis.call('HSET', worker_of(W), 'stopped', now, 'leases', 0)
-elseif npop > 0 and redis.call('EXISTS', PAUSED) == 0 then
+elseif npop > 0 then
+  paused = redis.call('EXISTS', PAUSED)
+end
+if mode == 'pop' and npop > 0 and paused == 0 then
+  -- An idle worker (nothing queued) reaps too, so a dead worker's leases come back at its
+  -- deadline rather than at the next heartbeat after it.
+  if q_len() == 0 then requeued = reap(now) end
   local got = q_pop(npop)
   local n = #got / 2
   if n > 0 then
@@ -71,4 +78,4 @@ elseif npop > 0 and redis.call('EXISTS', PAUSED) == 0 then
     stat('scheduler/dequeued', n)
   end
 end
-return {reaped, requeued, popped, cluster()}
+return {reaped, requeued, popped, cluster(paused)}
