@@ -50,6 +50,7 @@ class PolitenessConfig:
     cooldown: float = 20.0
     lease_size: int = 8
     lease_horizon: float = 1.0
+    gc_freeze: bool = True
     namespace: str = ""
     lookahead: int = 0  # 0: four times SCHEDULER_PREFETCH
     sites: dict[str, Limits] = field(default_factory=dict)
@@ -85,7 +86,7 @@ class PolitenessConfig:
             raise PolitenessConfigError(f"POLITENESS_BACKOFF must be below 1, got {backoff:g}")
         lease_size = _whole(settings, "POLITENESS_LEASE_SIZE", 8)
         return cls(
-            enabled=settings.getbool("POLITENESS_ENABLED", True),
+            enabled=_bool(settings, "POLITENESS_ENABLED"),
             key_kind=kind,
             limits=limits,
             ban_statuses=_statuses(settings.get("POLITENESS_BAN_STATUSES", DEFAULT_BAN_STATUSES)),
@@ -96,6 +97,7 @@ class PolitenessConfig:
             cooldown=_number(settings, "POLITENESS_COOLDOWN", 20.0, positive=False),
             lease_size=lease_size,
             lease_horizon=_number(settings, "POLITENESS_LEASE_HORIZON", 1.0, positive=True),
+            gc_freeze=_bool(settings, "POLITENESS_GC_FREEZE"),
             namespace=str(settings.get("POLITENESS_NAMESPACE") or spider),
             lookahead=_lookahead(settings),
             sites=_sites(settings.get("POLITENESS_SITES") or {}, limits),
@@ -134,6 +136,15 @@ def _as_whole(name: str, raw: Any) -> int:
 
 def _whole(settings: BaseSettings, name: str, default: int) -> int:
     return _as_whole(name, settings.get(name, default))
+
+
+def _bool(settings: BaseSettings, name: str, default: bool = True) -> bool:
+    try:
+        return settings.getbool(name, default)
+    except (TypeError, ValueError):
+        raise PolitenessConfigError(
+            f"{name} must be true or false, got {settings.get(name)!r}"
+        ) from None
 
 
 def _lookahead(settings: BaseSettings) -> int:

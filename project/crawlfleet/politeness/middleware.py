@@ -7,13 +7,16 @@ scheduler handed out already holds a slot of its key (``politeness_slot`` in its
 proxy changed after the scheduler chose it — takes one here, waiting with an asyncio sleep (never
 blocking the reactor). Each response is classified (``POLITENESS_BAN_STATUSES``,
 ``POLITENESS_BAN_MARKERS``, ``Retry-After``) and its outcome recorded on the key; with
-``ROBOTSTXT_OBEY`` a robots.txt's ``Crawl-delay`` caps the site for the whole crawl. Stats:
-``politeness/...`` in Scrapy's stats.
+``ROBOTSTXT_OBEY`` a robots.txt's ``Crawl-delay`` caps the site for the whole crawl. While the
+crawl runs, the objects alive at its start are frozen out of the garbage collector
+(``POLITENESS_GC_FREEZE``): a slot is usable for one interval only, and full collections of them
+stalled the reactor for longer. Stats: ``politeness/...`` in Scrapy's stats.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from typing import Self
@@ -43,6 +46,8 @@ class PolitenessMiddleware:
             settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
         )
         self._waiting: dict[str, int] = {}
+        self._frozen = False
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -119,7 +124,42 @@ class PolitenessMiddleware:
                 "politeness: %s asks for Crawl-delay %ss; the crawl keeps to it", site, delay
             )
 
+    def spider_opened(self) -> None:
+        if self.pacer.config.gc_freeze and not self._frozen:
+            self._frozen = True
+            _HeapFreeze.open()
+
     def spider_closed(self) -> None:
+        if self._frozen:
+            self._frozen = False
+            _HeapFreeze.close()
         self.pacer.close()
         for name, value in self.pacer.budget.stats.items():
             self.stats.set_value(f"politeness/budget/{name}", value)
+
+
+class _HeapFreeze:
+    """``gc.freeze`` for the crawls of this process that ask for it (``POLITENESS_GC_FREEZE``).
+
+    Everything alive when a crawl opens (Scrapy, Twisted, the project's modules and components)
+    moves to the collector's permanent generation, so full collections no longer walk
+    it: unfrozen, each one stalled a worker's reactor 0.1-0.25 s every 3 s at 50 requests/s, and
+    the slots due meanwhile (one interval of 55 ms each at 18/s) were dropped. The heap is
+    collected first (no garbage is frozen) and thawed when the last such crawl closes (the freeze
+    is process-wide).
+    """
+
+    crawls = 0
+
+    @classmethod
+    def open(cls) -> None:
+        if not cls.crawls:
+            gc.collect()
+        cls.crawls += 1
+        gc.freeze()
+
+    @classmethod
+    def close(cls) -> None:
+        cls.crawls = max(cls.crawls - 1, 0)
+        if not cls.crawls:
+            gc.unfreeze()

@@ -43,6 +43,14 @@ META_SLOT_UNTIL = "politeness_slot_until"
 # The same ProxyMiddleware marker (meta["proxy"] set by the middleware, not by the spider).
 PROXYPOOL_META = "proxypool_proxy"
 
+# Seconds a request the scheduler handed out with a slot may take to reach the
+# PolitenessMiddleware (at most the slot's own window): one that waited longer in the middlewares
+# before it — for a token or a proxy — takes a new slot there. Sent late in a long window (217 ms
+# at 4.6/s), it went out just before the next slot: two requests 49 ms apart, six in one second.
+HANDOUT_SLACK = 0.05
+# How often (s) the scheduler asks again while the ProxyMiddleware has no proxy yet.
+UNSLOTTED_POLL = 0.02
+
 _ATTRIBUTE = "_crawlfleet_pacer"
 MIDDLEWARE = "crawlfleet.politeness.middleware.PolitenessMiddleware"
 
@@ -65,6 +73,8 @@ class Pacer:
         self.budget = budget
         self.config: PolitenessConfig = budget.config
         self._proxies: Callable[[], Sequence[str]] = tuple
+        self._proxied = False  # a ProxyMiddleware registered its proxies
+        self._unslotted_at = -math.inf  # when a request last went out without a slot
         # site -> robots.txt Crawl-delay (s), re-split when the number of proxies changes
         self._crawl_delays: dict[str, float] = {}
         self._split = 1
@@ -74,6 +84,7 @@ class Pacer:
     def use_proxies(self, source: Callable[[], Sequence[str]]) -> None:
         """The ProxyMiddleware's proxies usable now (proxy URLs), asked at every choice."""
         self._proxies = source
+        self._proxied = True
 
     def proxies(self) -> list[str | None]:
         """The egress candidates: the registered proxies, or a direct connection when none."""
@@ -115,7 +126,11 @@ class Pacer:
         """Take a slot for the buffered request whose key may be hit first; or say how long to
         wait. Within a site the first request in ``requests`` order goes first (priority holds
         within a key); each site's lease asks for about as many slots as it has requests waiting
-        per proxy. At most one hub round trip per (site, proxy) pair that is due now."""
+        per proxy. At most one hub round trip per (site, proxy) pair that is due now. While the
+        ProxyMiddleware has no usable proxy, one request a second goes without a slot (``key``
+        "")."""
+        if self._proxied and requests and not self._proxies():
+            return self._without_proxies(requests[0])
         clock = self.budget.clock
         first: dict[str, int] = {}  # site -> index of its first request
         waiting: dict[str, int] = {}
@@ -138,11 +153,30 @@ class Pacer:
             site = self.budget.site_of(key)
             share = math.ceil(waiting[site] / max(len(candidates[index]), 1))
             if self.budget.acquire(key, min(share, self.config.lease_size)) == 0.0:
-                self.mark(requests[index], key, proxy, self.budget.taken_until)
+                until = min(self.budget.taken_until, clock() + HANDOUT_SLACK)
+                self.mark(requests[index], key, proxy, until)
                 return Choice(index, key, proxy)
             now = clock()
         due = min((self.budget.next_allowed(key) for _, _, key, _ in pairs), default=now)
         return Choice(None, wait=max(due - clock(), 0.001))
+
+    def _without_proxies(self, request: Request) -> Choice:
+        """The ProxyMiddleware has no usable proxy yet (its first batch from the pool, say).
+
+        One request a second goes out without a slot: it waits in the ProxyMiddleware (which
+        fetches a batch for it), then takes a slot of its proxy's key in the
+        PolitenessMiddleware. A slot taken here, for a direct connection, would be wasted; and
+        handing out more at once would queue them all on the first proxy's key. The others wait
+        here until the proxies are known (the scheduler asks again in ``UNSLOTTED_POLL``)."""
+        now = self.budget.clock()
+        if now - self._unslotted_at < 1.0:
+            return Choice(
+                None, wait=max(min(UNSLOTTED_POLL, self._unslotted_at + 1.0 - now), 0.001)
+            )
+        self._unslotted_at = now
+        for name in (META_SLOT, META_SLOT_UNTIL, META_PROXY):
+            request.meta.pop(name, None)
+        return Choice(0)
 
     @staticmethod
     def mark(request: Request, key: str, proxy: str | None, until: float) -> None:

@@ -1,17 +1,19 @@
 """The pacer wired into a crawl, on a real redis-server with an injected clock: the frontier
 scheduler serves keys by their next slot (looking further into the queue, keeping order within a
 key, keeping its leases, losing nothing; on both queue backends, Redis and a real RabbitMQ), and
-the PolitenessMiddleware gives slots, records bans and reads robots.txt's Crawl-delay. Components
-are built the way Scrapy builds them (get_crawler)."""
+the PolitenessMiddleware gives slots, records bans, reads robots.txt's Crawl-delay and keeps the
+start-up heap out of the garbage collector while a crawl runs. Components are built the way Scrapy
+builds them (get_crawler)."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterator
 
 import pytest
 import redis
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
 from support.backends import Backend, ready_messages
@@ -172,3 +174,25 @@ def test_the_middleware_records_bans_and_reads_crawl_delay(redis_url: str) -> No
     assert mw.pacer.budget.state("f.example").cap == pytest.approx(0.25)
     assert mw.stats.get_value("politeness/crawl_delay/f.example") == 4.0
     assert stat(mw, "responses/ok") == 1
+
+
+def test_the_heap_is_frozen_while_a_paced_crawl_runs(redis_url: str) -> None:
+    """POLITENESS_GC_FREEZE: full collections skip what was alive at the start (they stalled the
+    reactor past slots' windows); thawed when the process's last such crawl closes."""
+    clock = Clock()
+    assert gc.get_freeze_count() == 0
+    first, second = middleware(redis_url, clock), middleware(redis_url, clock)
+    off = middleware(redis_url, clock, POLITENESS_GC_FREEZE=False)
+    off.crawler.signals.send_catch_log(signals.spider_opened, spider=off.crawler.spider)
+    assert gc.get_freeze_count() == 0
+    first.crawler.signals.send_catch_log(signals.spider_opened, spider=first.crawler.spider)
+    frozen = gc.get_freeze_count()
+    assert frozen > 1000
+    second.crawler.signals.send_catch_log(signals.spider_opened, spider=second.crawler.spider)
+    first.crawler.signals.send_catch_log(signals.spider_closed, spider=first.crawler.spider)
+    assert gc.get_freeze_count() >= frozen  # the second crawl still runs
+    first.crawler.signals.send_catch_log(signals.spider_closed, spider=first.crawler.spider)
+    second.crawler.signals.send_catch_log(signals.spider_closed, spider=second.crawler.spider)
+    assert gc.get_freeze_count() == 0
+    off.crawler.signals.send_catch_log(signals.spider_closed, spider=off.crawler.spider)
+    assert gc.get_freeze_count() == 0

@@ -25,7 +25,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert c.limits == Limits(rate=1.0, min_rate=0.1, max_rate=4.0, burst=1)
     assert c.ban_statuses == {403, 429, 503} and c.ban_markers == ()
     assert (c.backoff, c.probe, c.window, c.cooldown) == (0.5, 0.25, 10.0, 20.0)
-    assert (c.lease_size, c.lease_horizon) == (8, 1.0)
+    assert (c.lease_size, c.lease_horizon, c.gc_freeze) == (8, 1.0, True)
     assert c.limits_for("example.com") == c.limits
 
 
@@ -116,6 +116,8 @@ NAMES = [
     "POLITENESS_BAN_STATUSES",
     "POLITENESS_BAN_MARKERS",
     "POLITENESS_SITES",
+    "POLITENESS_ENABLED",
+    "POLITENESS_GC_FREEZE",
 ]
 HOSTILE = st.one_of(
     st.none(),

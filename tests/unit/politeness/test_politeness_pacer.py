@@ -1,5 +1,6 @@
 """crawlfleet.politeness.pacer on a real redis-server with an injected clock: which buffered
-request and which proxy go first, cool-downs, order within a key, Crawl-delay split, the switch."""
+request and which proxy go first, cool-downs, order within a key, Crawl-delay split, the switch,
+no slot while the ProxyMiddleware has no proxy yet."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ from scrapy.utils.test import get_crawler
 
 from crawlfleet.politeness.budget import Budget, Outcome
 from crawlfleet.politeness.config import Limits, PolitenessConfig, PolitenessConfigError
-from crawlfleet.politeness.pacer import META_PROXY, META_SLOT, Pacer, build_pacer
+from crawlfleet.politeness.pacer import (
+    HANDOUT_SLACK,
+    META_PROXY,
+    META_SLOT,
+    META_SLOT_UNTIL,
+    Choice,
+    Pacer,
+    build_pacer,
+)
 
 P1, P2, P3 = "http://127.0.0.1:9001", "http://127.0.0.1:9002", "http://127.0.0.1:9003"
 MIDDLEWARE = {"crawlfleet.politeness.middleware.PolitenessMiddleware": 750}
@@ -44,6 +53,8 @@ def test_without_proxies_a_waiting_key_yields_to_another(redis_client: redis.Red
     first = p.choose([a1, a2, b1])
     assert (first.index, first.key, first.proxy) == (0, "a.example", None)
     assert a1.meta[META_SLOT] == "a.example" and META_PROXY not in a1.meta
+    # its slot's window is 0.5 s; the middlewares before the PolitenessMiddleware get 50 ms of it
+    assert a1.meta[META_SLOT_UNTIL] == pytest.approx(clock.now + HANDOUT_SLACK)
     # a.example's next slot is 0.5 s away: b.example goes now, not a2
     second = p.choose([a2, b1])
     assert (second.index, second.key) == (1, "b.example")
@@ -109,6 +120,33 @@ def test_a_spiders_own_proxy_is_kept(redis_client: redis.Redis) -> None:
     assert choice.key == "a.example@http://user.example:8080"
 
 
+def test_while_the_proxy_middleware_has_no_proxy_requests_go_without_a_slot(
+    redis_client: redis.Redis,
+) -> None:
+    """Its first batch from the pool not there yet: a slot for a direct connection would be
+    wasted (the request waits for a proxy, then takes a slot of that proxy's key downstream);
+    one request a second goes, the others wait for the proxies."""
+    clock = Clock()
+    p = pacer(redis_client, clock, rate=2.0, lease=1)
+    proxies: list[str] = []
+    p.use_proxies(lambda: proxies)
+    first, second = Request("http://a.example/1"), Request("http://a.example/2")
+    first.meta.update({META_SLOT: "a.example", META_PROXY: P1})  # from an earlier choice
+    assert p.choose([first, second]) == Choice(0)
+    assert META_SLOT not in first.meta and META_PROXY not in first.meta
+    # one a second: the first one's wait for a proxy fetches them; the others wait here
+    waiting = p.choose([second])
+    assert waiting.index is None and 0 < waiting.wait <= 0.02
+    clock.now += 1.0
+    assert p.choose([second]) == Choice(0)
+    assert p.budget.stats["leases"] == 0  # no slot taken on the hub
+    second = Request("http://a.example/3")
+    proxies.append(P1)
+    choice = p.choose([second])
+    assert (choice.index, choice.key, choice.proxy) == (0, f"a.example@{P1}", P1)
+    assert second.meta[META_SLOT] == f"a.example@{P1}"
+
+
 def test_crawl_delay_is_split_over_the_proxies(redis_client: redis.Redis) -> None:
     clock = Clock()
     p = pacer(redis_client, clock)
@@ -156,7 +194,8 @@ def test_choices_keep_order_within_a_site_and_every_pair_under_its_rate(
     workers = []
     for w in range(2):
         p = pacer(redis_client, clock, rate=rate, lease=rng.choice([1, 4]))
-        p.use_proxies(lambda: egress)
+        if egress:  # without proxies there is no ProxyMiddleware to register them
+            p.use_proxies(lambda: egress)
         buffer = [Request(f"http://{site}.example/{w}/{i}") for i, site in enumerate(sites)]
         workers.append((p, buffer))
     sent: dict[str, list[float]] = {}
