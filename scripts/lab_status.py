@@ -16,7 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # Services of the appliance (and of the lab's helper machines) worth showing.
-SERVICE_PATTERN = re.compile(r"^(redis|crawl|proxypool|accountpool|demosite|tinyproxy|nftables)")
+SERVICE_PATTERN = re.compile(
+    r"^(redis|valkey|crawl|proxypool|accountpool|demosite|tinyproxy|nftables)"
+)
 PROBE = (
     "systemctl is-system-running || true; echo ---; "
     "systemctl list-units --type=service --state=running --no-legend --plain | cut -d' ' -f1"

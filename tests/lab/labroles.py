@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shlex
 import time
 from typing import Any
@@ -13,6 +14,11 @@ import yaml
 from labhosts import ROOT, Lab, run
 
 HUB = "a"
+# The hub's server as inventory/group_vars/redis.yml picks it: valkey with LAB_REDIS_FLAVOR=valkey
+# (`make lab-valkey`), else Debian 12's default, redis. Its unit and its CLI.
+HUB_FLAVOR = os.environ.get("LAB_REDIS_FLAVOR") or "redis"
+HUB_SERVER = f"{HUB_FLAVOR}-server"
+HUB_CLI = f"{HUB_FLAVOR}-cli"
 WORKER = "b"
 # A lab host outside `crawlers` (the demo site and a forward proxy).
 OUTSIDER = "web"
@@ -21,7 +27,7 @@ CRAWLER_ENV = "/etc/crawlfleet/crawler.env"
 # The services each lab host must run, by the inventory's function groups.
 SERVICES = {
     "a": [
-        "redis-server",
+        HUB_SERVER,
         "crawlfleet-proxypool",
         "crawlfleet-accountpool",
         "crawlfleet-firewall",

@@ -10,7 +10,7 @@ import pytest
 from labchecks import assert_complete, clock_ahead, in_flight
 from labcrawl import LabCrawl, per_host
 from labhosts import Lab, run
-from labroles import restart_container
+from labroles import HUB_SERVER, restart_container
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -83,7 +83,7 @@ def test_the_hub_redis_restarted_mid_crawl_loses_nothing(
 ) -> None:
     start_workers(crawl)
     before = crawl.wait_progress(0.3)
-    crawl.ssh("a", "sudo systemctl restart redis-server", timeout=120)
+    crawl.ssh("a", f"sudo systemctl restart {HUB_SERVER}", timeout=120)
     crawl.wait_done(timeout=420)
     assert_complete(crawl, catalogue_ids, in_flight_bound=in_flight(before, *WORKERS))
 

@@ -20,7 +20,7 @@ import pytest
 from labchecks import assert_complete, job_ended, start_book_job
 from labcrawl import LabCrawl, per_host
 from labhosts import Lab, changed_tasks, recap, run
-from labroles import HUB, WORKER, host_python, lab_secret
+from labroles import HUB, HUB_CLI, WORKER, host_python, lab_secret
 
 # about 8.5 minutes (three converges and a crawl): `make lab-security`, not part of make test
 pytestmark = [pytest.mark.lab, pytest.mark.security, pytest.mark.timeout(2400)]
@@ -163,7 +163,7 @@ def test_the_hub_speaks_only_tls_and_each_user_only_its_part(secure_lab: Lab) ->
     listening = lab.ssh(HUB, "sudo ss -Hltn 'sport = :6379'").stdout.split()
     addresses = sorted(a for a in listening if a.endswith(":6379"))
     assert addresses == ["127.0.0.1:6379", f"{hub}:6379"], listening  # both TLS
-    refused = lab.ssh(HUB, "redis-cli -h 127.0.0.1 -p 6379 ping", check=False)
+    refused = lab.ssh(HUB, f"{HUB_CLI} -h 127.0.0.1 -p 6379 ping", check=False)
     assert "PONG" not in refused.stdout, refused.stdout
     # Every secret stays out of what the probe printed.
     assert lab_secret("vault_redis_crawler_password") not in str(result)

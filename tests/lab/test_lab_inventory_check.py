@@ -3,12 +3,13 @@ a message naming the variable, before any host is touched; lab.sh refuses what i
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
-from labhosts import ROOT, recap, run
+from labhosts import ROOT, Lab, lab_hosts, recap, run
 
 pytestmark = pytest.mark.lab
 
@@ -45,6 +46,14 @@ HOSTS = "hosts.yml"
             "    crawlers:\n      hosts: {}\n",
             "inventory group 'crawlers'",
         ),
+        (
+            "group_vars/redis.yml",
+            "redis_server_flavor: \"{{ lookup('ansible.builtin.env', 'LAB_REDIS_FLAVOR')"
+            " or __redis_server_flavor | default('redis') }}\"",
+            "redis_server_flavor: redict",
+            "inventory variable 'redis_server_flavor' of host a is 'redict';"
+            " it must be redis or valkey",
+        ),
     ],
     ids=[
         "missing-private-address",
@@ -52,6 +61,7 @@ HOSTS = "hosts.yml"
         "missing-secret",
         "placeholder-secret",
         "no-crawlers",
+        "unknown-server-flavor",
     ],
 )
 def test_a_wrong_inventory_stops_site_yml_in_its_first_play(
@@ -68,6 +78,19 @@ def test_a_wrong_inventory_stops_site_yml_in_its_first_play(
 
     assert proc.returncode != 0
     assert named in proc.stdout, proc.stdout[-3000:]
+    assert re.findall(r"^PLAY \[(.*)\]", proc.stdout, re.MULTILINE) == ["Check the inventory"]
+    assert all(count["changed"] == 0 for count in recap(proc.stdout).values())
+
+
+def test_a_host_on_an_unsupported_release_stops_site_yml_before_any_change(lab: Lab) -> None:
+    # The lab's hosts run Debian 12: with only Debian 13 supported, each is refused in one line.
+    only_13 = json.dumps({"crawlfleet_supported_releases": {"Debian": ["13"]}})
+    proc = run(["ansible-playbook", "site.yml", "-i", "inventory", "-e", only_13], check=False)
+    assert proc.returncode != 0
+    refused = re.findall(
+        r"host (\w+) runs Debian 12\.\d+; crawlfleet supports Debian 13", proc.stdout
+    )
+    assert sorted(set(refused)) == sorted(lab_hosts()), proc.stdout[-3000:]
     assert re.findall(r"^PLAY \[(.*)\]", proc.stdout, re.MULTILINE) == ["Check the inventory"]
     assert all(count["changed"] == 0 for count in recap(proc.stdout).values())
 
