@@ -7,7 +7,7 @@ PYTEST := $(VENV)/bin/pytest
 export PATH := $(CURDIR)/$(VENV)/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help install check lint unit integration lab lab-rabbitmq lab-security lab-valkey fuzz test demo bench lab-up lab-down lab-status clean
+.PHONY: help install check lint unit integration lab lab-rabbitmq lab-security lab-valkey lab-projects fuzz test demo bench lab-up lab-down lab-status clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ lab-security: install ## the lab converged with TLS between hosts and the Redis 
 
 lab-valkey: install ## a fresh lab whose hub runs Valkey (LAB_REDIS_FLAVOR=valkey): crawl, restart drill, changed=0 (not in make test)
 	LAB_REDIS_FLAVOR=valkey $(PYTEST) -m valkey tests/lab
+
+lab-projects: install ## a team's own project (examples/linkcrawler) beside bookcrawler: deploy, both crawl, a worker killed, roll-out and roll-back (not in make test)
+	$(PYTEST) -m projects tests/lab
 
 fuzz: install ## the property-based tests of hostile input with a large budget (make test runs a bounded one)
 	$(PYTEST) -m fuzz --hypothesis-profile=fuzz -p no:cacheprovider tests/unit tests/integration
