@@ -301,14 +301,7 @@ class Agent:
             event(log, "start_failed", logging.WARNING, job=job_id, error=error)
             return {"ok": False, "error": error}
         self.units[job_id] = units
-        store.set_host(
-            self.client,
-            job_id,
-            self.name,
-            state="running",
-            units=[u["name"] for u in units],
-            pids=[u["pid"] for u in units],
-        )
+        self._report(job_id, units, state="running")
         self.heartbeat()
         event(log, "started", job=job_id, spider=job["spider"], units=len(units))
         return {"ok": True, "units": units}
@@ -317,14 +310,7 @@ class Agent:
         units = self.units.pop(job_id, [])
         if units:
             self.runner.stop(units)
-            store.set_host(
-                self.client,
-                job_id,
-                self.name,
-                state="stopped",
-                units=[u["name"] for u in units],
-                pids=[u["pid"] for u in units],
-            )
+            self._report(job_id, units, state="stopped")
             self.heartbeat()
             event(log, "stopped", job=job_id, units=len(units))
             self._finalize(job_id)
@@ -361,18 +347,26 @@ class Agent:
             bad = [c for c in codes if c not in (0, None)]
             self.units.pop(job_id)
             self.runner.ended(units)
-            store.set_host(
-                self.client,
+            self._report(
                 job_id,
-                self.name,
+                units,
                 state="failed" if bad else "exited",
-                units=[u["name"] for u in units],
-                pids=[u["pid"] for u in units],
                 codes=codes,
                 error=f"agent {self.name}: crawl exited with {bad[0]}" if bad else "",
             )
             event(log, "units_ended", job=job_id, codes=codes)
             self._finalize(job_id)
+
+    def _report(self, job_id: str, units: Sequence[Mapping[str, Any]], **state: Any) -> None:
+        """Record this agent's part of the job: its ``state``, units and their pids."""
+        store.set_host(
+            self.client,
+            job_id,
+            self.name,
+            **state,
+            units=[u["name"] for u in units],
+            pids=[u["pid"] for u in units],
+        )
 
     def _back(self, job_id: str, units: list[dict[str, Any]]) -> None:
         """Back after the watchdog marked this agent's part of the job ``lost`` (it was frozen or
@@ -389,14 +383,7 @@ class Agent:
                 return
         except ValueError:
             return
-        store.set_host(
-            self.client,
-            job_id,
-            self.name,
-            state="running",
-            units=[u["name"] for u in units],
-            pids=[u["pid"] for u in units],
-        )
+        self._report(job_id, units, state="running")
         store.record_history(
             self.client, job_id, f"agent {self.name}", "back", "its units ran on while it was away"
         )
