@@ -8,8 +8,6 @@ start in one line."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from support.crawl import ROOT, Site
+from acl_helpers import SPIDER, env
+from support.crawl import Site
 from support.dashboard import KEY, Dashboard, start_dashboard
 from support.net import free_port
 from support.secureredis import PASSWORDS, SecureRedis, start_acl_redis
-from support.services import log_tail, start_process, stop_process
 from support.waiting import wait_until
 
 from crawlfleet import acl
@@ -31,8 +29,6 @@ from crawlfleet.frontier.keys import JobKeys, SpiderKeys
 from crawlfleet.jobs import store
 
 __all__ = ["start_dashboard"]  # the fixture
-PROJECT = ROOT / "tests" / "integration" / "frontier" / "classic_project"
-SPIDER = "pages"  # the classic project's spider
 KEYS = JobKeys()
 OPERATOR = "operator-password-for-tests"
 ADMIN = "admin-password-0123456789"  # the test's own user: it changes the others' rights
@@ -58,40 +54,10 @@ def admin(hub: SecureRedis) -> redis.Redis:
     return redis.Redis.from_url(f"redis://admin:{ADMIN}@127.0.0.1:{hub.port}/0")
 
 
-def env() -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    return {**base, "PYTHONPATH": str(ROOT / "project")}
-
-
 @pytest.fixture
-def start_agent(hub: SecureRedis, tmp_path: Path) -> Iterator[Callable[[str], None]]:
-    """``start(name)``: a real `crawlfleet agent` logged in as the crawler user, registered."""
-    started: list[subprocess.Popen[bytes]] = []
-    watcher = admin(hub)
-
-    def start(name: str) -> None:
-        log = tmp_path / f"agent-{name}.log"
-        argv = [
-            sys.executable, "-m", "crawlfleet.cli", "agent", "--runner", "process",
-            "--project", f"classic={PROJECT}", "--name", name, "--interval", "0.2",
-            "--ttl", "3", "--stop-timeout", "20", "--log-dir", str(tmp_path / f"crawls-{name}"),
-            "--redis-url", hub.url("crawler"),
-        ]  # fmt: skip
-        proc = start_process(argv, log, env=env(), cwd=tmp_path)
-        started.append(proc)
-
-        def registered() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"agent {name} exited:\n{log_tail(log)}")
-            found = {a.name: a for a in store.agents(watcher) if a.alive}.get(name)
-            return found is not None and found.spiders.get(SPIDER) == "classic"
-
-        wait_until(registered, f"agent {name} registered", timeout=60)
-
-    yield start
-    for proc in started:
-        stop_process(proc, sig=signal.SIGTERM)
-    watcher.close()
+def agent_watcher(hub: SecureRedis) -> redis.Redis:
+    """Who watches the agents register (the conftest's ``start_agent``)."""
+    return admin(hub)
 
 
 class Operator:

@@ -5,18 +5,15 @@ hub's memory and the jobs, and each user is refused what its role does not need.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 import redis
-from support.crawl import ROOT, Site
+from acl_helpers import SPIDER, env
+from support.crawl import Site
 from support.secureredis import SecureRedis, start_acl_redis
-from support.services import log_tail, start_process, stop_process
 from support.waiting import wait_until
 
 from crawlfleet import clusterview
@@ -25,8 +22,6 @@ from crawlfleet.alerts.store import load_state, save_state
 from crawlfleet.frontier.keys import JobKeys, SpiderKeys
 from crawlfleet.jobs import control, schedules, store
 
-PROJECT = ROOT / "tests" / "integration" / "frontier" / "classic_project"
-SPIDER = "pages"  # the classic project's spider
 KEYS = JobKeys()
 # NOPERM outside a script; inside one, Redis says the script's user "can't access" a key;
 # Valkey 8 says "No permissions to access a key" in both
@@ -49,11 +44,6 @@ def client(hub: SecureRedis, role: str) -> redis.Redis:
     return redis.Redis.from_url(hub.url(role))
 
 
-def env() -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    return {**base, "PYTHONPATH": str(ROOT / "project")}
-
-
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "crawlfleet.cli", *args],
@@ -65,34 +55,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def start_agent(hub: SecureRedis, tmp_path: Path) -> Iterator[Callable[[str], None]]:
-    """``start(name)``: a real `crawlfleet agent` logged in as the crawler user, registered."""
-    started: list[subprocess.Popen[bytes]] = []
-    watcher = client(hub, "operator")
-
-    def start(name: str) -> None:
-        log = tmp_path / f"agent-{name}.log"
-        argv = [
-            sys.executable, "-m", "crawlfleet.cli", "agent", "--runner", "process",
-            "--project", f"classic={PROJECT}", "--name", name, "--interval", "0.2",
-            "--ttl", "3", "--stop-timeout", "20", "--log-dir", str(tmp_path / f"crawls-{name}"),
-            "--redis-url", hub.url("crawler"),
-        ]  # fmt: skip
-        proc = start_process(argv, log, env=env(), cwd=tmp_path)
-        started.append(proc)
-
-        def registered() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"agent {name} exited:\n{log_tail(log)}")
-            found = {a.name: a for a in store.agents(watcher) if a.alive}.get(name)
-            return found is not None and found.spiders.get(SPIDER) == "classic"
-
-        wait_until(registered, f"agent {name} registered", timeout=60)
-
-    yield start
-    for proc in started:
-        stop_process(proc, sig=signal.SIGTERM)
-    watcher.close()
+def agent_watcher(hub: SecureRedis) -> redis.Redis:
+    """Who watches the agents register (the conftest's ``start_agent``)."""
+    return client(hub, "operator")
 
 
 def test_a_job_runs_with_an_agent_as_crawler_and_the_cli_as_operator(
