@@ -4,11 +4,13 @@ driven by selenium (``browser``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -81,3 +83,38 @@ def browser(tmp_path: Path) -> webdriver.Chrome:
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+class PageClient:
+    """An HTTP client that behaves as the jobs page does: the key, cookies, Origin, the CSRF
+    token (once ``login`` with the dashboard's ``operator_password`` succeeded)."""
+
+    def __init__(self, dash: Dashboard, operator_password: str) -> None:
+        self.dash = dash
+        self.operator_password = operator_password
+        self.http = httpx.Client(
+            base_url=dash.url, headers={"X-API-Key": KEY}, timeout=60, trust_env=False
+        )
+        self.csrf = ""
+
+    def get(self, path: str) -> httpx.Response:
+        return self.http.get(path)
+
+    def post(
+        self, path: str, body: dict[str, Any] | None = None, *, origin: str | None = "same",
+        csrf: str | None = None, method: str = "POST",
+    ) -> httpx.Response:  # fmt: skip
+        headers = {"Content-Type": "application/json"}
+        if origin is not None:
+            headers["Origin"] = self.dash.url if origin == "same" else origin
+        token = self.csrf if csrf is None else csrf
+        if token:
+            headers["X-CSRF-Token"] = token
+        return self.http.request(method, path, content=json.dumps(body or {}), headers=headers)
+
+    def login(self, user: str = "alice", password: str | None = None) -> httpx.Response:
+        password = self.operator_password if password is None else password
+        answer = self.post("/api/session", {"user": user, "password": password})
+        if answer.status_code == 200:
+            self.csrf = answer.json()["csrf"]
+        return answer

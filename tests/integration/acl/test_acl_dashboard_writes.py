@@ -7,7 +7,6 @@ start in one line."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,7 +18,7 @@ import pytest
 import redis
 from acl_helpers import SPIDER, env
 from support.crawl import Site
-from support.dashboard import KEY, Dashboard, start_dashboard
+from support.dashboard import KEY, Dashboard, PageClient, start_dashboard
 from support.net import free_port
 from support.secureredis import PASSWORDS, SecureRedis, start_acl_redis
 from support.waiting import wait_until
@@ -60,31 +59,6 @@ def agent_watcher(hub: SecureRedis) -> redis.Redis:
     return admin(hub)
 
 
-class Operator:
-    """The page's requests: the key, the session cookie, this Origin and the CSRF token."""
-
-    def __init__(self, dash: Dashboard) -> None:
-        self.dash = dash
-        self.http = httpx.Client(
-            base_url=dash.url, headers={"X-API-Key": KEY}, timeout=60, trust_env=False
-        )
-        self.csrf = ""
-
-    def get(self, path: str) -> httpx.Response:
-        return self.http.get(path)
-
-    def post(self, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
-        headers = {"Content-Type": "application/json", "Origin": self.dash.url}
-        if self.csrf:
-            headers["X-CSRF-Token"] = self.csrf
-        return self.http.post(path, content=json.dumps(body or {}), headers=headers)
-
-    def login(self) -> None:
-        answer = self.post("/api/session", {"user": "alice", "password": OPERATOR})
-        assert answer.status_code == 200, answer.text
-        self.csrf = answer.json()["csrf"]
-
-
 def one_line(answer: httpx.Response, status: int, *texts: str) -> str:
     assert answer.status_code == status, answer.text
     error = str(answer.json()["error"])
@@ -115,11 +89,12 @@ def test_the_dashboard_reads_as_dashboard_and_writes_as_operator(
         },
     )
     assert PASSWORDS["operator"] not in dash.log.read_text()
-    page = Operator(dash)
+    page = PageClient(dash, OPERATOR)
     assert page.get("/api/jobs").json()["projects"] == {"classic": {SPIDER: ["a"]}}
     # A reader (no operator session) asks the agents nothing: the dashboard user may not.
     one_line(page.get("/api/jobs/1/logs"), 400, "no job '1'")
-    page.login()
+    answer = page.login()
+    assert answer.status_code == 200, answer.text
 
     added = page.post("/api/schedules", schedule_body(site))
     assert added.status_code == 200, added.text
@@ -153,7 +128,7 @@ def test_the_dashboard_reads_as_dashboard_and_writes_as_operator(
         timeout=30,
     )
     # The same log lines for a reader: refused, since asking the agents is an operator's.
-    reader = Operator(dash)
+    reader = PageClient(dash, OPERATOR)
     one_line(
         reader.get("/api/jobs/1/logs"),
         403,
@@ -198,8 +173,9 @@ def test_without_the_operator_url_a_write_is_refused_in_one_line_naming_it(
     hub: SecureRedis, site: Site, start_dashboard: Callable[..., Dashboard]
 ) -> None:
     dash = start_dashboard(hub.url("dashboard"), env={"DASHBOARD_OPERATOR_PASSWORD": OPERATOR})
-    page = Operator(dash)
-    page.login()
+    page = PageClient(dash, OPERATOR)
+    answer = page.login()
+    assert answer.status_code == 200, answer.text
     root = admin(hub)
     # an agent's registration (no agent runs: nothing gets as far as asking one)
     store.register_agent(root, "a", {"spiders": {SPIDER: "classic"}}, 60_000, {})

@@ -4,7 +4,6 @@ real agents (process runner) and real crawls on a real redis-server."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +11,7 @@ import httpx
 import redis
 from jobs_helpers import FAST, AgentProcess, cli, job, wait_state
 from support.crawl import Site
-from support.dashboard import KEY, Dashboard, start_dashboard
+from support.dashboard import KEY, Dashboard, PageClient, start_dashboard
 from support.waiting import wait_until
 
 from crawlfleet.frontier.keys import JobKeys, SpiderKeys
@@ -20,38 +19,6 @@ from crawlfleet.frontier.keys import JobKeys, SpiderKeys
 __all__ = ["start_dashboard"]  # the fixture
 OPERATOR = "operator-password-for-tests"
 ENV = {"DASHBOARD_OPERATOR_PASSWORD": OPERATOR}
-
-
-class Browserless:
-    """An HTTP client that behaves as the page does: the key, cookies, Origin, the CSRF token."""
-
-    def __init__(self, dash: Dashboard) -> None:
-        self.dash = dash
-        self.http = httpx.Client(
-            base_url=dash.url, headers={"X-API-Key": KEY}, timeout=60, trust_env=False
-        )
-        self.csrf = ""
-
-    def get(self, path: str) -> httpx.Response:
-        return self.http.get(path)
-
-    def post(
-        self, path: str, body: dict[str, Any] | None = None, *, origin: str | None = "same",
-        csrf: str | None = None, method: str = "POST",
-    ) -> httpx.Response:  # fmt: skip
-        headers = {"Content-Type": "application/json"}
-        if origin is not None:
-            headers["Origin"] = self.dash.url if origin == "same" else origin
-        token = self.csrf if csrf is None else csrf
-        if token:
-            headers["X-CSRF-Token"] = token
-        return self.http.request(method, path, content=json.dumps(body or {}), headers=headers)
-
-    def login(self, user: str = "alice", password: str = OPERATOR) -> httpx.Response:
-        answer = self.post("/api/session", {"user": user, "password": password})
-        if answer.status_code == 200:
-            self.csrf = answer.json()["csrf"]
-        return answer
 
 
 def refused(answer: httpx.Response, status: int, text: str) -> None:
@@ -82,7 +49,7 @@ def test_writes_need_an_operator_session_a_csrf_token_and_this_origin(
 ) -> None:
     start_agent("a")
     dash = start_dashboard(redis_url, env=ENV)
-    page = Browserless(dash)
+    page = PageClient(dash, OPERATOR)
     view = page.get("/api/jobs").json()
     assert view["projects"] == {"classic": {"pages": ["a"]}} and view["jobs"] == []
     assert page.get("/jobs").headers["content-security-policy"].startswith("default-src 'none'")
@@ -127,7 +94,7 @@ def test_writes_need_an_operator_session_a_csrf_token_and_this_origin(
     )
     refused(form, 415, "send the body as application/json")
     # The token is bound to the session: another operator's session does not take it.
-    other = Browserless(dash)
+    other = PageClient(dash, OPERATOR)
     assert other.login("bob").status_code == 200
     refused(other.post("/api/jobs", body, csrf=token), 403, "missing or invalid CSRF token")
     assert redis_client.exists(JobKeys().jobs, JobKeys().job_seq) == 0
@@ -147,7 +114,7 @@ def test_bad_input_is_one_line_and_changes_nothing(
 ) -> None:
     start_agent("a")
     dash = start_dashboard(redis_url, env=ENV)
-    page = Browserless(dash)
+    page = PageClient(dash, OPERATOR)
     assert page.login().status_code == 200
     cases = [
         ("/api/jobs", start_body(site, project="nope"), "unknown project 'nope' (known: classic)"),
@@ -198,7 +165,7 @@ def test_an_operator_runs_a_job_from_the_dashboard_and_the_cli_sees_the_same_job
     start_agent("a")
     start_agent("b")
     dash = start_dashboard(redis_url, env=ENV)
-    page = Browserless(dash)
+    page = PageClient(dash, OPERATOR)
     assert page.login().status_code == 200
     started = page.post("/api/jobs", start_body(site))
     assert started.status_code == 200, started.text
@@ -286,7 +253,7 @@ def test_without_an_operator_password_the_dashboard_is_read_only(
     redis_url: str, start_dashboard: Callable[..., Dashboard]
 ) -> None:
     dash = start_dashboard(redis_url)
-    page = Browserless(dash)
+    page = PageClient(dash, OPERATOR)
     assert page.get("/api/session").json() == {"operator": None, "csrf": None, "writable": False}
     refused(page.login(), 403, "writes are disabled: this dashboard has no operator password")
     refused(page.post("/api/jobs", {}), 403, "writes are disabled")
