@@ -275,31 +275,35 @@ class LabCrawl:
 
 
 @contextlib.contextmanager
-def worker_added(name: str, address: str) -> Iterator[None]:
-    """inventory/hosts.yml with one more host in `crawlers` (docs/deploy.md, "Adding a worker"); the
-    file is restored afterwards. The Vagrantfile reads the same file, so `vagrant up NAME` works."""
-    hosts = ROOT / "inventory/hosts.yml"
-    original = hosts.read_text()
+def hosts_added(group: str, hosts: dict[str, str]) -> Iterator[None]:
+    """inventory/hosts.yml with more hosts (name -> address) in `group` (docs/deploy.md, "Adding a
+    worker", and security.md, "How a failover behaves"); the file is restored afterwards. The Vagrantfile reads
+    the same file, so `vagrant up NAME` works."""
+    path = ROOT / "inventory/hosts.yml"
+    original = path.read_text()
     data = yaml.safe_load(original)
-    if name in (data["all"].get("hosts") or {}):
-        raise ValueError(f"inventory/hosts.yml already has a host {name}")
+    taken = set(data["all"].get("hosts") or {}) & set(hosts)
+    if taken:
+        raise ValueError(f"inventory/hosts.yml already has host(s) {sorted(taken)}")
+    members = yaml.safe_load(original)["all"]["children"][group]["hosts"]
+    block = f"    {group}:\n      hosts:\n" + "".join(f"        {name}:\n" for name in members)
     edits = [
         (
             "    c:\n      ansible_host: 172.30.0.12\n",
-            f"    {name}:\n      ansible_host: {address}\n",
+            "".join(f"    {name}:\n      ansible_host: {ip}\n" for name, ip in hosts.items()),
         ),
-        ("    crawlers:\n      hosts:\n        b:\n        c:\n", f"        {name}:\n"),
+        (block, "".join(f"        {name}:\n" for name in hosts)),
     ]
     edited = original
     for anchor, addition in edits:
         if anchor not in edited:
-            raise ValueError(f"inventory/hosts.yml has no {anchor!r} to add {name} after")
+            raise ValueError(f"inventory/hosts.yml has no {anchor!r} to add {sorted(hosts)} after")
         edited = edited.replace(anchor, anchor + addition, 1)
-    hosts.write_text(edited)
+    path.write_text(edited)
     try:
         yield
     finally:
-        hosts.write_text(original)
+        path.write_text(original)
 
 
 def summary_numbers(view: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from labcrawl import LabCrawl, worker_added
+from labcrawl import LabCrawl, hosts_added
 from labcrawl import run as lab_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +78,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         "-e", f'{{"lab_demosite_extra_env": {{"DEMOSITE_LATENCY_MS": "{LATENCY_MS}"}}}}',
         "-e", f'{{"crawler_extra_env": {{"CRAWLER_CONCURRENT_REQUESTS": "{CONCURRENCY}"}}}}',
     ]  # fmt: skip
-    with worker_added(NEW, NEW_ADDRESS):
+    with hosts_added("crawlers", {NEW: NEW_ADDRESS}):
         try:
             lab_run(["vagrant", "up", NEW, "--no-provision"], timeout=900)
             lab_run(["ansible", "redis:proxypool:accountpool", "-m", "ansible.builtin.setup"])

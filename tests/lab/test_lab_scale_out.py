@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from labchecks import assert_complete
-from labcrawl import LabCrawl, per_host, worker_added
+from labcrawl import LabCrawl, hosts_added, per_host
 from labhosts import Lab, recap, run
 from labroles import tcp_probe
 
@@ -22,7 +22,7 @@ NEW_ADDRESS = "172.30.0.13"
 def inventory_with_d(lab: Lab) -> Iterator[Lab]:
     """inventory/hosts.yml with `d` in `crawlers`; afterwards d is destroyed, the file restored
     and the hub's firewall rewritten from it."""
-    with worker_added(NEW, NEW_ADDRESS):
+    with hosts_added("crawlers", {NEW: NEW_ADDRESS}):
         try:
             yield Lab({**lab.hosts, NEW: NEW_ADDRESS}, lab.timings)
         finally:
