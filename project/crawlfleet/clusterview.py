@@ -19,7 +19,7 @@ Where the numbers come from (keys: docs/reference/redis-keys.md):
   namespace is the ``politeness_namespace`` of ``<spider>:frontier``, else the spider), two more
   round trips, and a PING's round trip for the hub (:func:`bound_by` says which limit binds);
 * for the ``hub`` entry (the alerts' inputs): the job records and the agents' registry
-  (``crawlfleet.jobs.store``) and ``INFO memory``;
+  (``crawlfleet.jobs.store``), ``INFO memory`` and ``INFO errorstats`` (a full hub);
 * the pools' ``/count`` endpoints, when their URLs are configured (an ``https://`` pool verified
   against ``<POOL>_CA_FILE``, else ``CRAWLFLEET_CA_FILE``, as the workers' pool clients do).
 """
@@ -782,13 +782,30 @@ def snapshot(
 # -- the hub -----------------------------------------------------------------------------------
 
 
+def hub_full(memory: dict[str, Any]) -> bool:
+    """Whether Redis refuses writes now (``INFO memory``): it has a ``maxmemory`` and uses it
+    all, not counting its replication and AOF buffers (``mem_not_counted_for_evict``), as Redis
+    itself counts. With ``noeviction`` (the redis role's) every write that adds data fails."""
+    limit = _int(memory.get("maxmemory"))
+    counted = _int(memory.get("used_memory")) - _int(memory.get("mem_not_counted_for_evict"))
+    return limit > 0 and counted >= limit
+
+
+def oom_refusals(errors: dict[str, Any]) -> int:
+    """Commands Redis refused with ``OOM`` (at ``maxmemory``) since it started (``INFO
+    errorstats``; 0 when none was)."""
+    entry = errors.get("errorstat_OOM")
+    return _int(entry.get("count")) if isinstance(entry, dict) else 0
+
+
 def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The hub's own numbers (the ``hub`` entry of ``status --json``, read by the alerts).
 
-    Redis memory (``INFO memory``; None where INFO is refused), the jobs that have not ended with
-    the pages their workers crawled so far (as a job's record counts them when it ends), every
-    registered job agent (``crawlfleet agent``) with its liveness, and each worker's
-    ``proxy/banned`` (its Scrapy stats) of the given ``spider_snapshot`` views.
+    Redis memory (``INFO memory``), whether it is full (:func:`hub_full`) and how many writes it
+    refused at ``maxmemory`` (``INFO errorstats``; each None where INFO is refused), the jobs
+    that have not ended with the pages their workers crawled so far (as a job's record counts
+    them when it ends), every registered job agent (``crawlfleet agent``) with its liveness, and
+    each worker's ``proxy/banned`` (its Scrapy stats) of the given ``spider_snapshot`` views.
     """
     from crawlfleet.jobs import store  # the jobs import the frontier, never this module
 
@@ -805,10 +822,13 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
     now = int(seconds) + int(micros) / 1e6
     # A user refused INFO or the jobs' and agents' keys (not the ACL's dashboard) gets no memory,
     # no jobs, no agents.
-    try:
-        memory: dict[str, Any] | None = client.info("memory")
-    except redis.ResponseError:
-        memory = None
+    info = client.pipeline(transaction=False)
+    info.info("memory")
+    info.info("errorstats")
+    memory, errors = (
+        None if isinstance(reply, redis.ResponseError) else reply
+        for reply in info.execute(raise_on_error=False)
+    )
     jobs: list[dict[str, Any]] = []
     try:
         found = store.agents(client)
@@ -835,6 +855,8 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
         "time": round(now, 3),
         "used_memory": None if memory is None else _int(memory.get("used_memory")),
         "maxmemory": None if memory is None else _int(memory.get("maxmemory")),
+        "full": None if memory is None else hub_full(memory),
+        "oom_refusals": None if errors is None else oom_refusals(errors),
         "jobs": jobs,
         "agents": [
             {

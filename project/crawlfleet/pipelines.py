@@ -5,7 +5,9 @@ after at most ``ITEMS_FLUSH_INTERVAL`` seconds. ``process_item`` returns only on
 in Redis: the engine holds the request until then, so the frontier acknowledges a page only
 after its items are stored, and a killed worker loses no item (at-least-once). Each entry has
 the fields ``id`` (the item's ``ITEMS_ID_FIELD``, for de-duplication by ``crawlfleet export``)
-and ``item`` (the item as JSON). A failed write keeps the batch and tries again later.
+and ``item`` (the item as JSON). A failed write keeps the batch and tries again later; when the
+hub's Redis refuses some of a batch at ``maxmemory`` (``OOM``) only those are kept, and the full
+hub is logged once per episode (``crawlfleet.frontier.fullhub``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
 from crawlfleet.frontier.config import redis_from_settings
+from crawlfleet.frontier.fullhub import FullHub, is_full
 from crawlfleet.frontier.keys import ITEMS_KEY
+from crawlfleet.redisconn import mask_url
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,8 @@ class RedisItemsPipeline:
         self.buffer: list[dict[str, str]] = []
         self._waiters: list[asyncio.Future[None]] = []  # one per buffered item
         self._ticker: asyncio.Task[None] | None = None
+        self.full = FullHub(log, "Items pipeline")
+        self.where = mask_url(url)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -87,7 +93,8 @@ class RedisItemsPipeline:
         stored = asyncio.get_running_loop().create_future()
         self.buffer.append(encode_item(item, self.id_field))
         self._waiters.append(stored)
-        if len(self.buffer) >= self.batch_size:
+        # a full hub is retried by the ticker, not by every new item
+        if len(self.buffer) >= self.batch_size and not self.full.waiting():
             with contextlib.suppress(Exception):
                 self.flush()  # a failure reaches every item of the batch through its future
         await stored
@@ -104,7 +111,8 @@ class RedisItemsPipeline:
                     pipe.xadd(self.key, fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
                 else:
                     pipe.xadd(self.key, fields)  # type: ignore[arg-type]
-            pipe.execute()
+            # errors in place: at maxmemory Redis may take the first XADDs and refuse the rest
+            replies = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
             self.buffer = batch + self.buffer
             self._waiters = waiters + self._waiters
@@ -118,12 +126,32 @@ class RedisItemsPipeline:
                 if not waiter.done():
                     waiter.set_exception(exc)
             raise
-        self.stats.inc_value("items/redis/written", len(batch))
-        self.stats.inc_value("items/redis/batches")
-        for waiter in waiters:
-            if not waiter.done():
+        errors = [reply for reply in replies if isinstance(reply, Exception)]
+        refused = [i for i, reply in enumerate(replies) if isinstance(reply, Exception)]
+        kept = set(refused)
+        written = len(batch) - len(refused)
+        if written:
+            self.stats.inc_value("items/redis/written", written)
+            self.stats.inc_value("items/redis/batches")
+        for i, waiter in enumerate(waiters):
+            if i not in kept and not waiter.done():
                 waiter.set_result(None)
-        return True
+        if not errors:
+            self.full.accepted()
+            return True
+        self.buffer = [batch[i] for i in refused] + self.buffer
+        self._waiters = [waiters[i] for i in refused] + self._waiters
+        self.stats.inc_value("items/redis/error")
+        if all(is_full(exc) for exc in errors):
+            self.stats.inc_value("items/redis/refused_full", len(refused))
+            self.full.refused(
+                f"XADD to {self.key}", f"keeping {len(self.buffer)} item(s)", self.where
+            )
+        else:
+            log.warning(
+                "cannot write %d items to %s: %s; will retry", len(refused), self.key, errors[0]
+            )
+        return False
 
     async def close_spider(self) -> None:
         if self._ticker is not None:

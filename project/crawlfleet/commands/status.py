@@ -3,7 +3,8 @@
 Per spider: queued, leased (per worker), acknowledged, failed, dead letters, items, pages per
 minute per worker over the last minute, Bloom filter fill and estimated false-positive rate,
 pool sizes, live workers with their heartbeat age, the politeness keys with the limit that
-binds the crawl now (site, workers, hub or none: ``clusterview.bound_by``), and the active alerts
+binds the crawl now (site, workers, hub or none: ``clusterview.bound_by``), the hub's memory (a
+full hub, refusing writes at ``maxmemory``, in red) and the active alerts
 (``crawlfleet.alerts``, docs/alerts.md). ``--watch`` redraws
 in place (rich) with a progress bar toward the spider's known total; ``--json`` prints the
 documented, stable schema (docs/reference/status-json.md), one object per snapshot.
@@ -193,6 +194,32 @@ def render_alerts(alerts: list[dict[str, Any]], now: float) -> list[Text]:
     return lines
 
 
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.1f} MiB"
+
+
+def render_hub(hub: dict[str, Any]) -> list[Text]:
+    """The hub's round trip, CPU and memory; a full hub (Redis refusing writes) in red."""
+    cpu = "" if hub["cpu"] is None else f", CPU {hub['cpu']:.0%} of a core"
+    used, limit = hub.get("used_memory"), hub.get("maxmemory")
+    memory = ""
+    if used is not None and limit:
+        memory = f", memory {_mib(used)} of maxmemory {_mib(limit)} ({used / limit:.0%})"
+    lines = [Text(f"hub: PING {hub['rtt_ms']:.1f} ms{cpu}{memory}", style="dim")]
+    if hub.get("full") and used is not None and limit:
+        refused = hub.get("oom_refusals")
+        count = "" if refused is None else f"; {refused:,} commands refused since it started"
+        lines.append(
+            Text(
+                f"hub FULL: Redis uses {_mib(used)}, {_mib(max(used - limit, 0))} over its "
+                f"maxmemory of {_mib(limit)}, and refuses writes{count}. Workers keep what they "
+                "have and pause until memory frees (raise maxmemory, or purge finished crawls)",
+                style="bold red",
+            )
+        )
+    return lines
+
+
 def render(view: dict[str, Any]) -> Group:
     parts: list[Any] = [Text(f"crawlfleet status — {view['redis']}", style="bold")]
     if "alerts" in view:
@@ -202,9 +229,7 @@ def render(view: dict[str, Any]) -> Group:
     for spider in view["spiders"]:
         parts.append(Text(""))
         parts.append(render_spider(spider))
-    hub = view["hub"]
-    cpu = "" if hub["cpu"] is None else f", CPU {hub['cpu']:.0%} of a core"
-    parts.append(Text(f"hub: PING {hub['rtt_ms']:.1f} ms{cpu}", style="dim"))
+    parts.extend(render_hub(view["hub"]))
     pools = view["pools"]
     if pools:
         parts.append(Text(""))

@@ -127,17 +127,28 @@ class ViewCollector(Collector):
 
     @staticmethod
     def _hub(hub: dict[str, Any] | None) -> list[Metric]:
-        """Redis memory, the jobs that have not ended and the job agents (the alert rules'
-        inputs)."""
+        """Redis memory (and whether it is full), the jobs that have not ended and the job
+        agents (the alert rules' inputs)."""
         if hub is None:
             return []
         used = GaugeMetricFamily("crawlfleet_redis_used_memory_bytes", "Redis used_memory")
         limit = GaugeMetricFamily(
             "crawlfleet_redis_maxmemory_bytes", "Redis maxmemory (0: no limit)"
         )
+        full = GaugeMetricFamily(
+            "crawlfleet_redis_full",
+            "1 while Redis uses all of its maxmemory and refuses writes (the crawl pauses)",
+        )
+        refusals = CounterMetricFamily(
+            "crawlfleet_redis_oom_refusals",
+            "Commands Redis refused with OOM at maxmemory since it started",
+        )
         if hub["used_memory"] is not None:  # None: INFO refused (an ACL)
             used.add_metric([], float(hub["used_memory"]))
             limit.add_metric([], float(hub["maxmemory"]))
+            full.add_metric([], 1.0 if hub.get("full") else 0.0)
+        if hub.get("oom_refusals") is not None:
+            refusals.add_metric([], float(hub["oom_refusals"]))
         labels = ["job_id", "project", "spider"]
         running = GaugeMetricFamily(
             "crawlfleet_job_running",
@@ -156,7 +167,16 @@ class ViewCollector(Collector):
             pages.add_metric(values, float(job["pages"]))
             if job["started"] is not None:
                 started.add_metric(values, float(job["started"]))
-        return [used, limit, running, pages, started, *ViewCollector._agents(hub["agents"])]
+        return [
+            used,
+            limit,
+            full,
+            refusals,
+            running,
+            pages,
+            started,
+            *ViewCollector._agents(hub["agents"]),
+        ]
 
     @staticmethod
     def _agents(agents: list[dict[str, Any]]) -> list[Metric]:

@@ -14,7 +14,8 @@ The project and release the worker runs (``CRAWLFLEET_PROJECT`` and
 ``CRAWLFLEET_PROJECT_VERSION`` of its environment, set by the crawler role) go into its frontier
 record ``<spider>:worker:<worker>`` as ``project`` and ``version``, where ``crawlfleet status`` and
 the dashboard read them.
-A Redis failure is logged and skipped: statistics never stop a crawl.
+A Redis failure is logged and skipped: statistics never stop a crawl (a full hub, refusing writes
+at ``maxmemory``, is logged once per episode).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from twisted.internet.task import LoopingCall
 
 from crawlfleet import clusterview
 from crawlfleet.frontier.config import redis_from_settings
+from crawlfleet.frontier.fullhub import FullHub, is_full
 from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.redisconn import mask_url
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +104,7 @@ class WorkerStats:
         self.spider = ""
         self.loop: LoopingCall | None = None
         self._last_error_log = 0.0
+        self._full = FullHub(logger, "WorkerStats")
         # What the crawler role's spider environment says this worker runs ("" by hand).
         self.project = os.environ.get("CRAWLFLEET_PROJECT", "")
         self.version = os.environ.get("CRAWLFLEET_PROJECT_VERSION", "")
@@ -163,9 +167,14 @@ class WorkerStats:
         try:
             self.script(keys=keys, args=args)
         except redis.RedisError as exc:
+            if is_full(exc):
+                where = mask_url(str(self.crawler.settings.get("REDIS_URL") or ""))
+                self._full.refused("statistics", "skipping samples", where)
+                return False
             now = time.monotonic()
             if now - self._last_error_log >= _ERROR_LOG_INTERVAL:
                 self._last_error_log = now
                 logger.warning("WorkerStats: cannot write statistics to Redis (%s); skipped", exc)
             return False
+        self._full.accepted()
         return True

@@ -37,6 +37,7 @@ from crawlfleet.frontier.config import (
     load_class,
 )
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
+from crawlfleet.frontier.fullhub import FullHub, is_full
 from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, unwrap
 from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
 from crawlfleet.politeness.pacer import Pacer, pacer_for
@@ -109,6 +110,14 @@ class FrontierScheduler(BaseScheduler):
         self._seed_released = False
         self._idle_since: float | None = None
         self._last_error_log = 0.0
+        # Redis at maxmemory: one warning per episode, retries every poll interval doubling
+        # up to SCHEDULER_IDLE_POLL_MAX
+        self._full = FullHub(
+            logger,
+            f"Frontier worker {self.worker}",
+            config.idle_poll_interval,
+            config.idle_poll_max,
+        )
         self._loops: list[LoopingCall] = []
         self.pacer = pacer_for(crawler)
         self.lookahead = lookahead(self.pacer, config)
@@ -378,7 +387,15 @@ class FrontierScheduler(BaseScheduler):
             )
         return result
 
+    def _kept(self) -> str:
+        """What this worker holds back while Redis refuses writes (for the full-hub line)."""
+        return "pausing, keeping its requests"
+
     def _redis_error(self, what: str, exc: Exception) -> None:
+        if is_full(exc):
+            self.stats.inc_value("scheduler/hub_full_refused")
+            self._full.refused(what, self._kept(), self.config.masked_url)
+            return
         now = time.monotonic()
         if now - self._last_error_log >= ERROR_LOG_INTERVAL:
             self._last_error_log = now

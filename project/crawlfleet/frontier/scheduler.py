@@ -3,7 +3,9 @@
 Every worker process of a crawl runs one :class:`Scheduler`. Requests are de-duplicated and pushed
 in one atomic round trip; pops lease a small batch to this worker (``SCHEDULER_PREFETCH``) and
 acknowledge the previous batch in the same round trip; a heartbeat keeps the leases alive and
-returns dead workers' leases to the queue. Settings and keys: docs/reference/.
+returns dead workers' leases to the queue. A Redis failure keeps the work and retries it; a hub
+that refuses writes at ``maxmemory`` pauses the worker, retried with back-off and logged once
+per episode (``crawlfleet.frontier.fullhub``). Settings and keys: docs/reference/.
 """
 
 from __future__ import annotations
@@ -190,10 +192,15 @@ class Scheduler(FrontierScheduler):
             return item[0] != "!dead"  # kept for retry; acknowledgements wait for it
         return results[-1] == 1
 
-    def _flush_pending(self) -> list[int] | None:
-        """Send every pending enqueue in one round trip; None (and keep them) if Redis fails."""
+    def _flush_pending(self, now: bool = False) -> list[int] | None:
+        """Send every pending enqueue in one round trip; None (and keep them) if Redis fails.
+
+        While Redis refuses writes at maxmemory, only once the next retry is due (or ``now``).
+        """
         if not self._pending:
             return []
+        if self._full.waiting() and not now:
+            return None
         args = [*self._args]
         for item, _ in self._pending:
             args.extend(item)
@@ -202,6 +209,7 @@ class Scheduler(FrontierScheduler):
         except redis.RedisError as exc:
             self._redis_error("enqueue", exc)
             return None
+        self._full.accepted()
         pending, self._pending = self._pending, []
         assert self.spider is not None
         for (item, request), result in zip(pending, results, strict=True):
@@ -285,6 +293,13 @@ class Scheduler(FrontierScheduler):
     def _filtered_locally(self) -> None:
         self._cluster_stats["dupefilter/filtered"] += 1
 
+    def _kept(self) -> str:
+        return (
+            f"pausing, keeping {len(self._pending)} new request(s), "
+            f"{len(self._acks) + len(self._fails)} acknowledgement(s) and "
+            f"{len(self._buffer) + len(self._inflight)} leased request(s)"
+        )
+
     def _collect_finished(self) -> None:
         """Acknowledge leases whose requests the engine has finished with (next round trip)."""
         for lease in self._finished():
@@ -296,7 +311,9 @@ class Scheduler(FrontierScheduler):
     def _sync(self, mode: str, npop: int) -> bool:
         """One round trip: acknowledge, report failures and dead letters, then pop/beat/release."""
         # New requests reach Redis before the acks of the requests that produced them.
-        if self._pending and self._flush_pending() is None:
+        if mode != "release" and self._full.waiting():
+            return False
+        if self._pending and self._flush_pending(now=mode == "release") is None:
             return False
         acks, fails, dead = self._acks, self._fails, self._dead
         release_seed = self._seed_release and not self._seed_released
@@ -320,6 +337,7 @@ class Scheduler(FrontierScheduler):
         except redis.RedisError as exc:
             self._redis_error(mode, exc)
             return False
+        self._full.accepted()
         self._acks, self._fails, self._dead = [], [], []
         self._cluster_stats.clear()
         self._last_sync = time.monotonic()

@@ -198,6 +198,7 @@ class Scheduler(FrontierScheduler):
         except redis.RedisError as exc:
             self._redis_error("enqueue", exc)
             return None
+        self._full.accepted()
         pending, self._pending = self._pending, []
         assert self.spider is not None
         for (item, request), result in zip(pending, results, strict=True):
@@ -294,6 +295,7 @@ class Scheduler(FrontierScheduler):
                 raise FrontierConfigError(f"Redis at {self.config.masked_url}: {exc}") from None
             self._redis_error(mode, exc)
             return False
+        self._full.accepted()
         self._committed, self._fails, self._dead = [], [], []
         for delivery in self._to_ack:
             self.queue.ack(delivery)
