@@ -18,8 +18,17 @@ host changes:
    requirements.txt, with fixed order, owners and times. Its key is a SHA-256 over the platform
    wheelhouse, the requirements and the source files: an unchanged project is the same release.
 
-Prints one JSON line {name: {"key", "tar", "sha256", "spiders"}}. A project that fails stops the
-run with ONE line on stderr, ``crawler_projects[<name>]: <cause>``, and exit code 1.
+SPEC may also hold "targets": the wheelhouses role crawlfleet_app built for the hosts' other
+Python versions ({"name", "tar", "python", "machine", "glibc", "hosts"}, the cross ones). Steps
+1 to 3 run once, with the control node's Python; for each target the project gets a release of
+its own: the same source tree with the requirements as binary wheels for that Python
+(build_wheelhouse.cross_download, resolved together with crawlfleet's own wheel, so a conflict
+shows here too), keyed by that target's platform wheelhouse, the requirements and the sources.
+
+Prints one JSON line {name: {"key", "tar", "sha256", "spiders", "targets": {target name: {"key",
+"tar", "sha256"}}}}. A project that fails stops the run with ONE line on stderr,
+``crawler_projects[<name>]: <cause>``, and exit code 1 (a requirement without a wheel for a
+target: the package, the hosts and their Python version).
 """
 
 from __future__ import annotations
@@ -202,8 +211,47 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def build(project: dict[str, Any], build_dir: Path, platform: Path) -> dict[str, Any]:
-    """Check one project and package its release: {key, tar, sha256, spiders}."""
+def cross_release(
+    project: dict[str, Any], build_dir: Path, target: dict[str, Any], tree: Path, files: list[Path]
+) -> dict[str, str]:
+    """The project's release for a target's Python: its requirements as binary wheels for it."""
+    # Beside role crawlfleet_app's build_wheelhouse.py (projects_build.yml puts it on
+    # PYTHONPATH); only a fleet with more than one Python needs it.
+    from build_wheelhouse import BuildError, cross_download
+
+    reqs = [str(r) for r in project.get("requirements") or []]
+    platform = Path(target["platform"])
+    triple = json.dumps([target["python"], target["machine"], target["glibc"]])
+    req_key = hashlib.sha256(
+        (platform.name + "\0" + "\0".join(reqs) + "\0" + triple).encode()
+    ).hexdigest()[:16]
+    wheels = build_dir / "requirements" / req_key
+    if not (wheels / ".complete").is_file():
+        shutil.rmtree(wheels, ignore_errors=True)
+        wheels.mkdir(parents=True)
+        if reqs:
+            own = next(platform.glob("crawlfleet-*.whl"))
+            try:
+                cross_download(build_python(build_dir), target, wheels, [str(own), *reqs], platform)
+            except BuildError as exc:
+                raise ProjectError(str(exc)) from None
+            # The platform's wheels come with the platform wheelhouse: only the rest is released.
+            for wheel in wheels.glob("*.whl"):
+                if (platform / wheel.name).is_file():
+                    wheel.unlink()
+        (wheels / ".complete").touch()
+    digest = hashlib.sha256(req_key.encode() + b"\0")
+    for rel in files:
+        digest.update(str(rel).encode() + b"\0" + (tree / rel).read_bytes() + b"\0")
+    key = digest.hexdigest()[:16]
+    tar = package(build_dir / str(project["name"]) / f"release-{key}.tar", tree, wheels, reqs)
+    return {"key": key, "tar": str(tar), "sha256": file_sha256(tar)}
+
+
+def build(
+    project: dict[str, Any], build_dir: Path, platform: Path, targets: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Check one project and package its releases: {key, tar, sha256, spiders, targets}."""
     reqs = [str(r) for r in project.get("requirements") or []]
     req_key = hashlib.sha256(
         (platform.name + "\0" + "\0".join(reqs) + "\0" + sys.version).encode()
@@ -220,7 +268,26 @@ def build(project: dict[str, Any], build_dir: Path, platform: Path) -> dict[str,
             digest.update(str(rel).encode() + b"\0" + (tree / rel).read_bytes() + b"\0")
         key = digest.hexdigest()[:16]
         tar = package(build_dir / str(project["name"]) / f"release-{key}.tar", tree, wheels, reqs)
-    return {"key": key, "tar": str(tar), "sha256": file_sha256(tar), "spiders": spiders}
+        releases = {t["name"]: cross_release(project, build_dir, t, tree, files) for t in targets}
+    return {
+        "key": key,
+        "tar": str(tar),
+        "sha256": file_sha256(tar),
+        "spiders": spiders,
+        "targets": releases,
+    }
+
+
+def unpack(build_dir: Path, platform_tar: Path) -> Path:
+    """A platform wheelhouse as a directory, kept by its checksum."""
+    platform = build_dir / "platform" / file_sha256(platform_tar)[:16]
+    if not platform.is_dir():
+        partial = Path(tempfile.mkdtemp(dir=build_dir, prefix=".platform-"))
+        with tarfile.open(platform_tar) as tar:
+            tar.extractall(partial)  # noqa: S202 - our own tar (build_wheelhouse.py)
+        platform.parent.mkdir(exist_ok=True)
+        partial.replace(platform)
+    return platform
 
 
 def main(argv: list[str]) -> int:
@@ -230,18 +297,15 @@ def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     build_dir = Path(spec["build_dir"]).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
-    platform_tar = Path(spec["wheelhouse"])
-    platform = build_dir / "platform" / file_sha256(platform_tar)[:16]
-    if not platform.is_dir():
-        partial = Path(tempfile.mkdtemp(dir=build_dir, prefix=".platform-"))
-        with tarfile.open(platform_tar) as tar:
-            tar.extractall(partial)  # noqa: S202 - our own tar (build_wheelhouse.py)
-        platform.parent.mkdir(exist_ok=True)
-        partial.replace(platform)
+    platform = unpack(build_dir, Path(spec["wheelhouse"]))
+    targets = [
+        {**target, "platform": str(unpack(build_dir, Path(target["tar"])))}
+        for target in spec.get("targets", [])
+    ]
     results = {}
     for project in spec["projects"]:
         try:
-            results[project["name"]] = build(project, build_dir, platform)
+            results[project["name"]] = build(project, build_dir, platform, targets)
         except ProjectError as exc:
             print(f"crawler_projects[{project['name']}]: {exc}", file=sys.stderr)
             return 1
