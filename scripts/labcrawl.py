@@ -277,8 +277,8 @@ class LabCrawl:
 @contextlib.contextmanager
 def hosts_added(group: str, hosts: dict[str, str]) -> Iterator[None]:
     """inventory/hosts.yml with more hosts (name -> address) in `group` (docs/deploy.md, "Adding a
-    worker", and security.md, "How a failover behaves"); the file is restored afterwards. The Vagrantfile reads
-    the same file, so `vagrant up NAME` works."""
+    worker" and "Three hubs: Sentinel failover"); the file is restored afterwards. The Vagrantfile
+    reads the same file, so `vagrant up NAME` works."""
     path = ROOT / "inventory/hosts.yml"
     original = path.read_text()
     data = yaml.safe_load(original)
