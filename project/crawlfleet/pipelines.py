@@ -126,8 +126,8 @@ class RedisItemsPipeline:
                 if not waiter.done():
                     waiter.set_exception(exc)
             raise
-        errors = [reply for reply in replies if isinstance(reply, Exception)]
         refused = [i for i, reply in enumerate(replies) if isinstance(reply, Exception)]
+        errors = [replies[i] for i in refused]
         kept = set(refused)
         written = len(batch) - len(refused)
         if written:

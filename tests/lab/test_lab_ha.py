@@ -17,19 +17,22 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from labchecks import assert_complete, in_flight
 from labcrawl import LabCrawl, hosts_added
 from labhosts import ROOT, Lab, changed_tasks, recap, run
 from labroles import HUB, WORKER, host_python, lab_secret, tcp_probe
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.ha, pytest.mark.timeout(2400)]
 
 NEW_HUBS = {"a2": "172.30.0.14", "a3": "172.30.0.15"}
 SERVICE = "crawlfleet"
 RESULTS = ROOT / ".lab/ha-drill.json"
+# How the drill polls the Sentinels and the hosts (each poll is an ssh round trip).
+POLL = {"timeout": 120.0, "interval": 0.5}
 
 
 def sentinel(lab: Lab, host: str, *command: str, check: bool = True) -> list[str]:
@@ -49,16 +52,6 @@ def primary(lab: Lab, host: str) -> str:
     """The address `host`'s Sentinel names as primary ('' when it cannot say)."""
     lines = sentinel(lab, host, "SENTINEL", "get-master-addr-by-name", SERVICE, check=False)
     return lines[0] if len(lines) == 2 else ""
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 120) -> None:
-    """Poll `check()` until it is true, at most `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +113,8 @@ def switch_over(lab: Lab) -> str:
     name of the new primary's host, once the old primary is its replica."""
     old = primary(lab, HUB)
     assert sentinel(lab, HUB, "SENTINEL", "FAILOVER", SERVICE) == ["OK"]
-    wait_for("a replica promoted by the switchover", lambda: primary(lab, HUB) not in ("", old))
-    wait_for("the old primary back as a replica", lambda: replicas(lab) == 2)
+    wait_until(lambda: primary(lab, HUB) not in ("", old), "a replica promoted", **POLL)
+    wait_until(lambda: replicas(lab) == 2, "the old primary back as a replica", **POLL)
     return next(name for name, address in lab.hosts.items() if address == primary(lab, HUB))
 
 
@@ -162,9 +155,10 @@ def test_the_primary_host_killed_mid_crawl_fails_over_and_loses_nothing(
         before = crawl.wait_progress(0.3)
         killed = time.monotonic()
         run(["docker", "kill", f"crawlfleet-{victim}"], timeout=60)
-        wait_for(
-            "a replica promoted after the kill",
+        wait_until(
             lambda: primary(lab, HUB) not in ("", victim_address),
+            "a replica promoted after the kill",
+            **POLL,
         )
         promoted = time.monotonic() - killed
         code = """
@@ -173,9 +167,10 @@ from crawlfleet.redisconn import get_redis
 get_redis(os.environ["REDIS_URL"], socket_timeout=3).set("crawlfleet:check:ha", "2")
 print(json.dumps("ok"))
 """
-        wait_for(
-            "a write through the Sentinels",
+        wait_until(
             lambda: host_python(lab, WORKER, code, worker_env=True) == "ok",
+            "a write through the Sentinels",
+            **POLL,
         )
         writable_after = time.monotonic() - killed
         view = crawl.wait_done(timeout=600)

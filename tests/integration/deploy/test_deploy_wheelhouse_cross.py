@@ -52,6 +52,14 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
     return build_dir, json.loads(proc.stdout)
 
 
+def assert_one_line(proc: subprocess.CompletedProcess[str], start: str) -> None:
+    """The build failed (exit 1) with one line on stderr that starts with ``start``."""
+    assert proc.returncode == 1, (proc.stdout, proc.stderr[-3000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(start), lines[0]
+
+
 def wheels(tar_path: str, into: Path) -> dict[str, Path]:
     """The wheelhouse unpacked: canonical project name -> wheel."""
     with tarfile.open(tar_path) as tar:
@@ -166,14 +174,12 @@ def test_a_dependency_without_a_cp313_wheel_is_one_line_before_anything_is_built
     )
     build_dir = tmp_path / "build"
     proc = build(project, build_dir, [TRIXIE])
-    assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith(
+    assert_one_line(
+        proc,
         "crawlfleet_app: docopt (docopt==0.6.2) has no binary wheel for Python 3.13.5 "
-        "(cp313, x86_64, glibc 2.41) of host trixie1;"
-    ), lines[0]
+        "(cp313, x86_64, glibc 2.41) of host trixie1;",
+    )
     # Nothing for any host: no wheelhouse, not even the control node's own.
     assert list(build_dir.rglob("wheelhouse-*.tar")) == []
 
@@ -231,10 +237,8 @@ def test_a_project_requirement_without_a_cp313_wheel_is_one_line(
     built: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
     proc = check_project(built, tmp_path, ["inflection==0.5.1", "docopt==0.6.2"])
-    assert proc.returncode == 1, (proc.stdout, proc.stderr[-3000:])
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith(
+    assert_one_line(
+        proc,
         "crawler_projects[linkcrawler]: docopt (docopt==0.6.2) has no binary wheel for Python "
-        "3.13.5 (cp313, x86_64, glibc 2.41) of host trixie1;"
-    ), lines[0]
+        "3.13.5 (cp313, x86_64, glibc 2.41) of host trixie1;",
+    )
