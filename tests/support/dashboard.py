@@ -85,6 +85,24 @@ def browser(tmp_path: Path) -> webdriver.Chrome:
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
 
+_SNAPSHOT = """
+const [css, names] = arguments;
+return Array.from(document.querySelectorAll(css), (e) => {
+    const found = {text: e.innerText};
+    for (const name of names) found[name] = e.getAttribute(name);
+    return found;
+});
+"""
+
+
+def snapshot(driver: webdriver.Chrome, css: str, *attributes: str) -> list[dict[str, str | None]]:
+    """The text (``"text"``) and the named attributes of every element matching ``css``, read in
+    one script. The pages re-render often, so an element found by one WebDriver call may be
+    stale by the next; one script sees one version of the page."""
+    found = driver.execute_script(_SNAPSHOT, css, list(attributes))
+    return list(found or [])
+
+
 class PageClient:
     """An HTTP client that behaves as the jobs page does: the key, cookies, Origin, the CSRF
     token (once ``login`` with the dashboard's ``operator_password`` succeeded)."""

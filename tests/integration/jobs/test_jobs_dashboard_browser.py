@@ -14,7 +14,7 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from support.crawl import ROOT, Site
-from support.dashboard import KEY, Dashboard, browser, start_dashboard
+from support.dashboard import KEY, Dashboard, browser, snapshot, start_dashboard
 from support.waiting import wait_until
 
 from crawlfleet.jobs import schedules
@@ -26,12 +26,9 @@ JOB_SHOT = ROOT / "docs" / "dashboard-job.png"
 
 
 def _attr(driver: webdriver.Chrome, css: str, name: str) -> str | None:
-    """An attribute of the first match (None when there is none); the page re-renders often."""
-    try:
-        found = driver.find_elements(By.CSS_SELECTOR, css)
-        return found[0].get_attribute(name) if found else None
-    except StaleElementReferenceException:
-        return None
+    """An attribute of the first match (None when there is none)."""
+    found = snapshot(driver, css, name)
+    return found[0][name] if found else None
 
 
 def _click(driver: webdriver.Chrome, css: str) -> None:
@@ -51,7 +48,7 @@ def _click(driver: webdriver.Chrome, css: str) -> None:
 
 
 def _message(driver: webdriver.Chrome) -> str:
-    return driver.find_element(By.ID, "message").text
+    return "".join(str(e["text"]) for e in snapshot(driver, "#message"))
 
 
 def test_an_operator_starts_pauses_resumes_stops_a_job_and_adds_a_schedule(
@@ -81,7 +78,7 @@ def test_an_operator_starts_pauses_resumes_stops_a_job_and_adds_a_schedule(
         driver.find_element(By.ID, "login-password").send_keys(OPERATOR)
         driver.find_element(By.ID, "login-button").click()
         wait_until(
-            lambda: driver.find_element(By.ID, "role").text == "operator: alice",
+            lambda: [e["text"] for e in snapshot(driver, "#role")] == ["operator: alice"],
             "the operator session",
             timeout=15,
         )
@@ -108,16 +105,16 @@ def test_an_operator_starts_pauses_resumes_stops_a_job_and_adds_a_schedule(
             lambda: _attr(driver, "#job-state", "data-state") == "running", "job page", timeout=15
         )
         wait_until(
-            lambda: len(driver.find_elements(By.CSS_SELECTOR, "tr.history-row")) == 3,
+            lambda: len(snapshot(driver, "tr.history-row")) == 3,
             "start, pause and resume in the history",
             timeout=15,
         )
         wait_until(
             lambda: (
                 {
-                    e.get_attribute("data-worker")
-                    for e in driver.find_elements(By.CSS_SELECTOR, "pre.log")
-                    if "scrapy" in e.text.lower()
+                    e["data-worker"]
+                    for e in snapshot(driver, "pre.log", "data-worker")
+                    if "scrapy" in str(e["text"]).lower()
                 }
                 == {"a", "b"}
             ),
@@ -125,8 +122,13 @@ def test_an_operator_starts_pauses_resumes_stops_a_job_and_adds_a_schedule(
             timeout=30,
         )
         wait_until(
-            lambda: all(
-                "%" in r.text for r in driver.find_elements(By.CSS_SELECTOR, "tr.worker-row")
+            lambda: (
+                {
+                    r["data-worker"]
+                    for r in snapshot(driver, "tr.worker-row", "data-worker")
+                    if "%" in str(r["text"])
+                }
+                == {"a", "b"}
             ),
             "each worker's share of the pages",
             timeout=30,

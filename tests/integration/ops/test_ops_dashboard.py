@@ -12,8 +12,7 @@ from pathlib import Path
 
 from ops_helpers import ROOT, assert_one_line_error, cli, cli_process, crawl_settings
 from selenium import webdriver
-from selenium.webdriver.common.by import By
-from support.dashboard import KEY, browser, start_dashboard
+from support.dashboard import KEY, browser, snapshot, start_dashboard
 from support.net import free_port
 from support.waiting import wait_until
 
@@ -24,19 +23,13 @@ __all__ = ["start_dashboard"]  # the fixture
 
 
 def _points(driver: webdriver.Chrome, chart: str) -> int:
-    svg = driver.find_element(
-        By.CSS_SELECTOR, f'section[data-spider="site"] svg[data-chart="{chart}"]'
-    )
-    return int(svg.get_attribute("data-points") or 0)
+    css = f'section[data-spider="site"] svg[data-chart="{chart}"]'
+    return sum(int(svg["data-points"] or 0) for svg in snapshot(driver, css, "data-points"))
 
 
 def _alive_rows(driver: webdriver.Chrome) -> set[str]:
-    rows = driver.find_elements(By.CSS_SELECTOR, 'section[data-spider="site"] tr.worker-row')
-    return {
-        str(r.get_attribute("data-worker"))
-        for r in rows
-        if r.find_elements(By.CSS_SELECTOR, "td.alive")
-    }
+    css = 'section[data-spider="site"] tr.worker-row:has(td.alive)'
+    return {str(r["data-worker"]) for r in snapshot(driver, css, "data-worker")}
 
 
 def test_page_shows_both_workers_and_growing_charts(
@@ -69,8 +62,8 @@ def test_page_shows_both_workers_and_growing_charts(
             what="the charts to gain points without a reload",
         )
         assert len(_alive_rows(driver)) == 2
-        state = driver.find_element(By.ID, "state")
-        assert state.get_attribute("class") == "live", state.text
+        state = snapshot(driver, "#state", "class")
+        assert [s["class"] for s in state] == ["live"], state
         time.sleep(2)  # a few more points for a readable screenshot
         SCREENSHOT.parent.mkdir(exist_ok=True)
         assert driver.save_screenshot(str(SCREENSHOT))

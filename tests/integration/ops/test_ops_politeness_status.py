@@ -22,8 +22,7 @@ from ops_helpers import cli
 from prometheus_client.parser import text_string_to_metric_families
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
-from selenium.webdriver.common.by import By
-from support.dashboard import KEY, browser, start_dashboard
+from support.dashboard import KEY, browser, snapshot, start_dashboard
 from support.waiting import wait_until
 
 from crawlfleet.dashboard.metrics import METRIC_KEYS
@@ -157,19 +156,15 @@ def test_dashboard_page_and_metrics_show_the_bound(
         driver.get(f"http://ops:{KEY}@127.0.0.1:{dash.port}/")
         section = f'section[data-spider="{SPIDER}"]'
         wait_until(
-            lambda: bool(
-                driver.find_elements(By.CSS_SELECTOR, f'{section} .limit[data-bound="site"]')
-            ),
+            lambda: bool(snapshot(driver, f'{section} .limit[data-bound="site"]')),
             timeout=20,
             what="the page to name the site",
         )
-        limit = driver.find_element(By.CSS_SELECTOR, f"{section} .limit")
-        assert "add proxies" in limit.text
-        cooling = driver.find_elements(
-            By.CSS_SELECTOR, f'{section} tr.key-row[data-state="cooling"]'
-        )
-        assert [r.get_attribute("data-key") for r in cooling] == [BANNED]
-        assert "PING" in driver.find_element(By.ID, "redis").text
+        limit = snapshot(driver, f"{section} .limit")
+        assert "add proxies" in str(limit[0]["text"]), limit
+        cooling = snapshot(driver, f'{section} tr.key-row[data-state="cooling"]', "data-key")
+        assert [r["data-key"] for r in cooling] == [BANNED]
+        assert "PING" in str(snapshot(driver, "#redis")[0]["text"])
         problems = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert not problems, problems
     finally:
