@@ -26,6 +26,20 @@ client must name its user in REDIS_URL (``redis://crawler:<password>@hub:6379/0`
   agent --schedules`` (it creates jobs and commands every agent) and the dashboard's operators'
   writes (``DASHBOARD_OPERATOR_REDIS_URL``; its reads stay the ``dashboard`` user's).
 
+With Sentinel failover (three hubs) the hub's own two users join them, both with the hub's
+internal password (``redis_password``), which no service holds:
+
+* ``replica``: what a replica runs on its primary (``PSYNC``, ``REPLCONF``, ``PING``; the
+  servers' ``masteruser``).
+* ``sentinel``: what a Sentinel runs on the servers it watches and promotes (Redis's list:
+  ``INFO``, ``ROLE``, ``SLAVEOF``/``REPLICAOF``, ``CONFIG REWRITE``, ``CLIENT KILL``, its hello
+  channel …; the Sentinels' ``auth-user``).
+
+The Sentinels have an ACL file of their own (:func:`render_sentinel`): ``default`` is the
+Sentinels' administrator (they log in to one another with it, and Ansible with it), and each
+role's user, with the same password as on the servers, may only find the primary
+(:data:`SENTINEL_DISCOVERY`): it cannot start a failover, remove or reconfigure the set.
+
 Passwords are stored as ``#<sha256>``; the clear text never reaches the file.
 """
 
@@ -39,6 +53,8 @@ from dataclasses import dataclass
 from crawlfleet.frontier.keys import JobKeys, SpiderKeys
 
 ROLES = ("crawler", "proxypool", "accountpool", "dashboard", "operator")
+# The hub's own users with Sentinel failover: replication and the Sentinels.
+HUB_ROLES = ("replica", "sentinel")
 CHECK_KEYS = "crawlfleet:check:*"
 PROXYPOOL_KEYS = ("proxypool:*",)
 ACCOUNTPOOL_KEYS = ("accounts:*", "credentials:*", "accountpool:*")
@@ -97,6 +113,41 @@ _DASHBOARD_COMMANDS = (
     "+info",  # INFO is in @dangerous: allowed after it
 )
 _OPERATOR_COMMANDS = ("+@all", "-@dangerous", "+info")
+# Redis's own lists (docs: "Replication" and "Sentinel and Redis authentication").
+_REPLICA_COMMANDS = ("-@all", "+psync", "+replconf", "+ping")
+_SENTINEL_COMMANDS = (
+    "-@all",
+    "+multi",
+    "+exec",
+    "+slaveof",
+    "+replicaof",
+    "+ping",
+    "+info",
+    "+role",
+    "+config|rewrite",
+    "+client|setname",
+    "+client|kill",
+    "+script|kill",
+    "+subscribe",
+    "+publish",
+)
+SENTINEL_CHANNELS = "&__sentinel__:*"
+# What a service may ask a Sentinel: who the primary and the replicas are, nothing that changes
+# the set (redis-py's discovery and ``crawlfleet check``).
+SENTINEL_DISCOVERY = (
+    "-@all",
+    "+auth",
+    "+hello",
+    "+ping",
+    "+client|setname",
+    "+client|getname",
+    "+sentinel|get-master-addr-by-name",
+    "+sentinel|master",
+    "+sentinel|masters",
+    "+sentinel|replicas",
+    "+sentinel|slaves",
+    "+sentinel|sentinels",
+)
 
 
 class AclError(ValueError):
@@ -150,7 +201,37 @@ def role_rules(role: str, spiders: Sequence[str]) -> RoleRules:
         return RoleRules(role, (*reads, *series, state), _DASHBOARD_COMMANDS)
     if role == "operator":
         return RoleRules(role, ("~*",), _OPERATOR_COMMANDS)
-    raise AclError(f"unknown role {role[:40]!r}: the roles are {', '.join(ROLES)}")
+    if role == "replica":
+        return RoleRules(role, (), _REPLICA_COMMANDS)
+    if role == "sentinel":
+        return RoleRules(role, (SENTINEL_CHANNELS,), _SENTINEL_COMMANDS)
+    raise AclError(f"unknown role {role[:40]!r}: the roles are {', '.join(ROLES + HUB_ROLES)}")
+
+
+def _check_passwords(passwords: Mapping[str, str], names: Mapping[str, str]) -> None:
+    for role in [*passwords, *names]:
+        if role not in ROLES + HUB_ROLES:
+            known = ", ".join(ROLES + HUB_ROLES)
+            raise AclError(f"unknown role {role[:40]!r}: the roles are {known}")
+    for role, password in passwords.items():
+        if len(password) < 16:
+            raise AclError(f"the {role} user's password must be at least 16 characters")
+
+
+def _users(passwords: Mapping[str, str], names: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(role, user, password) of every role in ``passwords``, in a fixed order."""
+    _check_passwords(passwords, names)
+    seen: set[str] = {"default"}
+    found = []
+    for role in ROLES + HUB_ROLES:
+        if role not in passwords:
+            continue
+        user = check_name(names.get(role, role), f"the {role} user's name")
+        if user in seen:
+            raise AclError(f"the {role} user's name {user!r} is taken by another user")
+        seen.add(user)
+        found.append((role, user, passwords[role]))
+    return found
 
 
 def render(
@@ -158,27 +239,31 @@ def render(
     spiders: Iterable[str],
     users: Mapping[str, str] | None = None,
 ) -> str:
-    """The ``aclfile`` text: ``default`` off, then one user per role in ``passwords``.
+    """The servers' ``aclfile`` text: ``default`` off, then one user per role in ``passwords``.
 
-    ``passwords`` maps a role to its password (a role without one gets no user); ``users``
-    renames a role's user (default: the role's name).
+    ``passwords`` maps a role (of :data:`ROLES` and :data:`HUB_ROLES`) to its password (a role
+    without one gets no user); ``users`` renames a role's user (default: the role's name).
     """
     spider_list = list(dict.fromkeys(spiders))
-    names = dict(users or {})
-    for role in [*passwords, *names]:
-        if role not in ROLES:
-            raise AclError(f"unknown role {role[:40]!r}: the roles are {', '.join(ROLES)}")
     lines = ["user default reset off resetchannels -@all"]
-    seen: set[str] = {"default"}
-    for role in ROLES:
-        if role not in passwords:
-            continue
-        password = passwords[role]
-        if len(password) < 16:
-            raise AclError(f"the {role} user's password must be at least 16 characters")
-        user = check_name(names.get(role, role), f"the {role} user's name")
-        if user in seen:
-            raise AclError(f"the {role} user's name {user!r} is taken by another user")
-        seen.add(user)
+    for role, user, password in _users(passwords, users or {}):
         lines.append(role_rules(role, spider_list).line(user, password))
+    return "\n".join(lines) + "\n"
+
+
+def render_sentinel(
+    admin_password: str,
+    passwords: Mapping[str, str],
+    users: Mapping[str, str] | None = None,
+) -> str:
+    """The Sentinels' ``aclfile`` text: ``default`` with every right and ``admin_password``
+    (the Sentinels log in to one another with it), then each service role's user of
+    ``passwords`` allowed only :data:`SENTINEL_DISCOVERY`. The hub's own roles get none."""
+    if len(admin_password) < 16:
+        raise AclError("the Sentinels' password must be at least 16 characters")
+    service = {role: pw for role, pw in passwords.items() if role not in HUB_ROLES}
+    admin = RoleRules("default", ("~*", "&*"), ("+@all",))
+    lines = [admin.line("default", admin_password)]
+    for role, user, password in _users(service, users or {}):
+        lines.append(RoleRules(role, (), SENTINEL_DISCOVERY).line(user, password))
     return "\n".join(lines) + "\n"

@@ -13,7 +13,8 @@ else's text (a server's reply, an exception) before it is quoted.
 
 ``redis+sentinel://[:password@]host:port[,host:port…]/<service>[/<db>]`` is read by
 ``parse_sentinel_url`` (the one parser of that form): the password is the primary's, a
-Sentinel's own password is the ``sentinel_password`` query parameter. ``get_redis`` and
+Sentinel's own password is the ``sentinel_password`` query parameter (``sentinel_username``
+its ACL user's name, with the Sentinels' ACL users). ``get_redis`` and
 ``get_async_redis`` then build a client whose pool asks the Sentinels for the current primary
 on every new connection, so a client follows a failover without a restart (a connection to a
 demoted primary answers READONLY, which redis-py turns into a reconnect).
@@ -90,7 +91,13 @@ SAFE_QUERY = frozenset(
 )
 
 
-QUERY_NAMES = SAFE_QUERY | {"password", "username", "ssl_password", "sentinel_password"}
+QUERY_NAMES = SAFE_QUERY | {
+    "password",
+    "username",
+    "ssl_password",
+    "sentinel_username",
+    "sentinel_password",
+}
 
 
 class RedisConfigError(ValueError):
@@ -228,6 +235,7 @@ class SentinelTarget:
     db: int = 0
     username: str | None = None
     password: str | None = None
+    sentinel_username: str | None = None  # the Sentinels' ACL user (default: their default user)
     sentinel_password: str | None = None
     tls: bool = False  # rediss+sentinel://: TLS to the Sentinels and to the nodes they name
     # the other query parameters, converted as redis-py converts them (socket_timeout → float…)
@@ -265,8 +273,9 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
 
     ``ValueError`` with one phrase that quotes nothing of the URL when it cannot be read. The
     database defaults to 0, a Sentinel's port to 26379; ``?sentinel_password=`` is the
-    Sentinels' own password, the other query parameters are redis-py's (``socket_timeout`` …,
-    and with ``rediss+sentinel://`` the ``ssl_*`` ones).
+    Sentinels' own password (``?sentinel_username=`` their ACL user's name), the other query
+    parameters are redis-py's (``socket_timeout`` …, and with ``rediss+sentinel://`` the
+    ``ssl_*`` ones).
     """
     if not is_sentinel_url(url):
         raise ValueError(f"must look like {SENTINEL_SHAPE}")
@@ -328,6 +337,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
         db=int(db_text),
         username=username,
         password=password,
+        sentinel_username=options.pop("sentinel_username", None) or None,
         sentinel_password=options.pop("sentinel_password", None),
         tls=tls,
         options=options,
@@ -397,6 +407,8 @@ def _sentinel_parts(
     sentinel_kwargs["retry"] = retry_class(redis.backoff.NoBackoff(), 0)
     if target.sentinel_password:
         sentinel_kwargs["password"] = target.sentinel_password
+    if target.sentinel_username:
+        sentinel_kwargs["username"] = target.sentinel_username
     primary = {**options, "db": target.db}
     if target.password:
         primary["password"] = target.password
@@ -571,6 +583,12 @@ def sentinel_problem(url: str, timeout: float = 2.0, setting: str = "REDIS_URL")
         except (redis.AuthenticationError, redis.ResponseError) as exc:
             if isinstance(exc, redis.AuthenticationError) or "NOAUTH" in str(exc):
                 return f"the Sentinel at {host}:{port} refused sentinel_password ({setting})"
+            if isinstance(exc, redis.exceptions.NoPermissionError):
+                who = "sentinel_username" if target.sentinel_username else "its default user"
+                return (
+                    f"the Sentinel at {host}:{port} does not let {who} ask for the primary "
+                    f"(SENTINEL MASTERS: NOPERM) ({setting})"
+                )
             errors.append(mask_secrets(str(exc), secrets))
             continue
         except (redis.RedisError, OSError) as exc:
@@ -616,7 +634,7 @@ def check_connection(client: redis.Redis, url: str, setting: str = "REDIS_URL") 
         problem = sentinel_problem(url, setting=setting)
         if problem.startswith(("the TLS certificate", "no TLS session")):
             raise RedisAuthError(problem) from None  # as for rediss://: a restart would not help
-        if " knows a service " in problem or "sentinel_password" in problem:
+        if " knows a service " in problem or "sentinel_password" in problem or "NOPERM" in problem:
             raise RedisUrlError(problem) from None  # configuration: a restart would not help
         raise RedisConfigError(problem) from None
     except redis.AuthenticationError:
@@ -624,6 +642,8 @@ def check_connection(client: redis.Redis, url: str, setting: str = "REDIS_URL") 
             f"Redis at {mask_url(url)} rejected the password ({setting})"
         ) from None
     except redis.exceptions.NoPermissionError as exc:
+        if is_sentinel_url(url) and "'sentinel|" in str(exc):  # the Sentinel's user, not Redis's
+            raise RedisUrlError(sentinel_problem(url, setting=setting)) from None
         raise RedisAuthError(permission_problem(exc, url, "PING", setting)) from None
     except redis.ResponseError as exc:
         if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):

@@ -7,6 +7,9 @@ to the primary and ``wait_failover`` waits (bounded) until every Sentinel names 
 answers as one. Nothing here sleeps to wait: every wait polls a condition with a deadline.
 With ``tls`` (certificates from :func:`support.secureredis.make_tls_files`) every process listens
 with TLS only (``port 0``, ``tls-replication yes``) and ``url`` is a ``rediss+sentinel://`` URL.
+With ``acl`` the servers and the Sentinels run the ACL files the redis role writes
+(``crawlfleet.acl.render`` and ``render_sentinel``): the replicas log in as ``replica``, the
+Sentinels as ``sentinel``, and ``url(user=...)`` is a role's URL, its own user on both.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import redis
 
+from crawlfleet import acl
 from support.net import free_port
 from support.secureredis import TlsFiles
 from support.services import start_process, stop_process, wait_listening
@@ -31,6 +35,9 @@ PASSWORD = "sentinel-test-pw-0123"
 SENTINEL_PASSWORD = "sentinel-own-pw-4567"
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 4000
+# With acl: every service role's password (the servers' and the Sentinels' users alike).
+ACL_PASSWORDS = {role: f"{role}-acl-test-pw-0123" for role in acl.ROLES}
+ACL_SPIDERS = ("site",)
 
 
 @dataclass
@@ -54,17 +61,24 @@ class SentinelGroup:
     password: str = PASSWORD
     sentinel_password: str = SENTINEL_PASSWORD
     tls: TlsFiles | None = None
+    acl: bool = False
     nodes: list[Node] = field(default_factory=list)
     sentinels: list[Node] = field(default_factory=list)
 
-    def url(self, db: int = 0, service: str | None = None, ca: Path | None = None) -> str:
-        """The clients' URL; with TLS, verified against ``ca`` (the group's CA by default)."""
+    def url(
+        self, db: int = 0, service: str | None = None, ca: Path | None = None, user: str = ""
+    ) -> str:
+        """The clients' URL; with TLS, verified against ``ca`` (the group's CA by default).
+        With ``acl``, ``user``'s (a role of ``ACL_PASSWORDS``) on the servers and Sentinels."""
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
         scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
-        url = (
-            f"{scheme}://:{self.password}@{hosts}/{service or self.service}/{db}"
-            f"?sentinel_password={self.sentinel_password}"
-        )
+        path = f"{hosts}/{service or self.service}/{db}"
+        if self.acl:
+            secret = ACL_PASSWORDS[user or "operator"]
+            login = f"sentinel_username={user or 'operator'}&sentinel_password={secret}"
+            url = f"{scheme}://{user or 'operator'}:{secret}@{path}?{login}"
+        else:
+            url = f"{scheme}://:{self.password}@{path}?sentinel_password={self.sentinel_password}"
         if self.tls:
             url += f"&ssl_ca_certs={ca or self.tls.ca_cert}"
         return url
@@ -76,9 +90,11 @@ class SentinelGroup:
         return {"ssl": True, "ssl_ca_certs": str(self.tls.ca_cert), "ssl_check_hostname": False}
 
     def node_client(self, port: int) -> redis.Redis:
-        return redis.Redis(
-            port=port, password=self.password, socket_timeout=2, **self._tls_options()
-        )
+        """A client of one server: the operator user with ``acl``."""
+        login: dict[str, Any] = {"password": self.password}
+        if self.acl:
+            login = {"username": "operator", "password": ACL_PASSWORDS["operator"]}
+        return redis.Redis(port=port, socket_timeout=2, **login, **self._tls_options())
 
     def sentinel_client(self, node: Node) -> redis.Redis:
         return redis.Redis(
@@ -186,10 +202,16 @@ def _data_node(group: SentinelGroup, index: int, primary: int | None) -> Node:
         "--dir", str(workdir),
         "--save", "",
         "--appendonly", "yes",
-        "--requirepass", group.password,
         "--masterauth", group.password,
         "--daemonize", "no",
     ]  # fmt: skip
+    if group.acl:
+        users = workdir / "users.acl"
+        hub = dict.fromkeys(acl.HUB_ROLES, group.password)
+        users.write_text(acl.render({**ACL_PASSWORDS, **hub}, ACL_SPIDERS))
+        argv += ["--aclfile", str(users), "--masteruser", "replica"]
+    else:
+        argv += ["--requirepass", group.password]
     if primary is not None:
         argv += ["--replicaof", "127.0.0.1", str(primary)]
     return _start(argv, workdir, port, "redis")
@@ -202,24 +224,33 @@ def _sentinel(group: SentinelGroup, index: int, primary: int) -> Node:
     config = workdir / "sentinel.conf"
     name = group.service
     listen = "".join(f"{name} {value}\n" for name, value in _tls_config(group.tls, port))
+    if group.acl:
+        users = workdir / "users.acl"
+        users.write_text(acl.render_sentinel(group.sentinel_password, ACL_PASSWORDS))
+        login = f'aclfile "{users}"\n'
+    else:
+        login = f"requirepass {group.sentinel_password}\n"
     config.write_text(
         listen + "bind 127.0.0.1\n"
         "daemonize no\n"
         f'dir "{workdir}"\n'
-        f"requirepass {group.sentinel_password}\n"
+        f"{login}"
         f"sentinel sentinel-pass {group.sentinel_password}\n"
         f"sentinel monitor {name} 127.0.0.1 {primary} 2\n"
         f"sentinel auth-pass {name} {group.password}\n"
-        f"sentinel down-after-milliseconds {name} {DOWN_AFTER_MS}\n"
+        + (f"sentinel auth-user {name} sentinel\n" if group.acl else "")
+        + f"sentinel down-after-milliseconds {name} {DOWN_AFTER_MS}\n"
         f"sentinel failover-timeout {name} {FAILOVER_TIMEOUT_MS}\n"
         f"sentinel parallel-syncs {name} 1\n"
     )
     return _start([server_binary(), str(config), "--sentinel"], workdir, port, "sentinel")
 
 
-def start_sentinel_group(workdir: Path, tls: TlsFiles | None = None) -> SentinelGroup:
+def start_sentinel_group(
+    workdir: Path, tls: TlsFiles | None = None, acl: bool = False
+) -> SentinelGroup:
     """Start the six processes and wait until the group is ready to fail over."""
-    group = SentinelGroup(workdir, tls=tls)
+    group = SentinelGroup(workdir, tls=tls, acl=acl)
     try:
         group.nodes.append(_data_node(group, 0, None))
         primary = group.nodes[0].port

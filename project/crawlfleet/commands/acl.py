@@ -1,7 +1,8 @@
 """`crawlfleet acl render`: the hub's Redis ACL file, one user per role (crawlfleet.acl).
 
 The passwords are read as one JSON object from standard input (``{"crawler": "…", …}``: a role
-without a password gets no user), never from the command line. Prints the ``aclfile`` text, or
+without a password gets no user), never from the command line. ``--sentinel`` renders the
+Sentinels' file instead (``crawlfleet.acl.render_sentinel``). Prints the ``aclfile`` text, or
 with ``-o FILE`` writes it (mode 0600, only when it changed) and prints
 ``{"changed": bool, "users": […]}`` for Ansible's ``changed_when``. Exit status 2 on bad input.
 """
@@ -39,6 +40,12 @@ def add_parser(subparsers: Any) -> None:
         metavar="ROLE=NAME",
         help="name ROLE's Redis user NAME (default: the role's name)",
     )
+    render.add_argument(
+        "--sentinel",
+        action="store_true",
+        help="the Sentinels' file instead: default is their administrator with the sentinel "
+        "role's password, every service role's user may only find the primary",
+    )
     render.add_argument("-o", "--output", type=Path, help="write the file here (mode 0600)")
     p.set_defaults(run=run)
 
@@ -63,15 +70,21 @@ def _run(args: argparse.Namespace) -> int:
         if not eq:
             raise UsageError(f"--user {item[:40]!r} must look like ROLE=NAME")
         users[role] = name
+    passwords = _passwords(sys.stdin.read())
     try:
-        text = acl.render(_passwords(sys.stdin.read()), spiders, users)
+        if args.sentinel:
+            if "sentinel" not in passwords:
+                raise UsageError("--sentinel needs the sentinel role's password on stdin")
+            text = acl.render_sentinel(passwords["sentinel"], passwords, users)
+        else:
+            text = acl.render(passwords, spiders, users)
     except acl.AclError as exc:
         raise UsageError(str(exc)) from None
     if args.output is None:
         sys.stdout.write(text)
         return 0
     changed = write_private(args.output, text.encode())
-    names = [line.split()[1] for line in text.splitlines()[1:]]
+    names = [line.split()[1] for line in text.splitlines() if line.split()[1] != "default"]
     print(json.dumps({"changed": changed, "users": names}))
     return 0
 

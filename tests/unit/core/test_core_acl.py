@@ -86,3 +86,45 @@ def test_the_cli_writes_0600_and_reports_changed(
     monkeypatch.setattr("sys.stdin", io.StringIO("not json"))
     assert main(argv) == 2
     assert "JSON object" in capsys.readouterr().err
+
+
+HUB = {role: f"{role}-password-0123456789" for role in acl.HUB_ROLES}
+
+
+def test_the_hubs_own_users_replicate_and_watch_only() -> None:
+    lines = acl.render({**PASSWORDS, **HUB}, ["book"]).splitlines()
+    assert [line.split()[1] for line in lines[1:]] == [*acl.ROLES, *acl.HUB_ROLES]
+    replica = acl.role_rules("replica", ["book"])
+    assert replica.keys == () and replica.commands == ("-@all", "+psync", "+replconf", "+ping")
+    sentinel = acl.role_rules("sentinel", ["book"])
+    assert sentinel.keys == ("&__sentinel__:*",)  # no key at all, its hello channel only
+    assert {"+slaveof", "+replicaof", "+config|rewrite", "+client|kill"} <= set(sentinel.commands)
+    assert not any(c.startswith(("+@", "~")) for c in (*replica.commands, *sentinel.commands))
+
+
+def test_the_sentinels_file_lets_the_services_only_find_the_primary() -> None:
+    text = acl.render_sentinel(HUB["sentinel"], {**PASSWORDS, **HUB})
+    lines = text.splitlines()
+    digest = hashlib.sha256(HUB["sentinel"].encode()).hexdigest()
+    assert lines[0] == f"user default reset on #{digest} resetchannels ~* &* +@all"
+    assert [line.split()[1] for line in lines[1:]] == list(acl.ROLES)  # no hub role
+    for line in lines[1:]:
+        rules = line.split()[6:]
+        assert rules == list(acl.SENTINEL_DISCOVERY)
+        assert not any(r in rules for r in ("+sentinel|failover", "+sentinel|set", "+@all"))
+    for password in [*PASSWORDS.values(), *HUB.values()]:
+        assert password not in text
+    with pytest.raises(acl.AclError, match="Sentinels' password must be at least 16"):
+        acl.render_sentinel("short", PASSWORDS)
+
+
+def test_the_cli_renders_the_sentinels_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({**PASSWORDS, **HUB})))
+    assert main(["acl", "render", "--sentinel"]) == 0
+    assert capsys.readouterr().out == acl.render_sentinel(HUB["sentinel"], PASSWORDS)
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(PASSWORDS)))
+    assert main(["acl", "render", "--sentinel"]) == 2
+    err = capsys.readouterr().err
+    assert "needs the sentinel role's password" in err and len(err.strip().splitlines()) == 1

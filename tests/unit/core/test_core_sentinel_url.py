@@ -107,6 +107,24 @@ def test_sentinel_clients_are_built_without_connecting() -> None:
     assert default_wait(url) == 1 and default_wait("redis://h:1/0") == 0
 
 
+def test_a_sentinel_acl_user_is_read_masked_and_used() -> None:
+    url = (
+        "redis+sentinel://crawler:pw@127.0.0.1:1/crawl/0"
+        "?sentinel_username=crawler&sentinel_password=spw"
+    )
+    target = parse_sentinel_url(url)
+    assert (target.username, target.sentinel_username, target.sentinel_password) == (
+        "crawler",
+        "crawler",
+        "spw",
+    )
+    assert "sentinel_username" not in target.options  # not passed on to the primary's client
+    assert "sentinel_username=***" in mask_url(url) and "spw" not in mask_url(url)
+    manager = get_redis(url, socket_timeout=1).connection_pool.sentinel_manager
+    kwargs = manager.sentinels[0].connection_pool.connection_kwargs
+    assert (kwargs["username"], kwargs["password"]) == ("crawler", "spw")
+
+
 _password = st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=12)
 _host = st.one_of(
     st.sampled_from(["h1", "10.0.0.1", "[::1]", "", "[::1", "h:1:2", "hub.example"]),
