@@ -45,7 +45,7 @@ lab-valkey: install ## a fresh lab whose hub runs Valkey (LAB_REDIS_FLAVOR=valke
 lab-projects: install ## a team's own project (examples/linkcrawler) beside bookcrawler: deploy, both crawl, a worker killed, roll-out and roll-back (not in make test)
 	$(PYTEST) -m projects tests/lab
 
-lab-ha: install ## two more hubs join the lab: Sentinel failover converged, changed=0, the primary's host killed mid-crawl (not in make test)
+lab-ha: install ## two more hubs join the lab: Sentinel failover with TLS and the ACL users converged, changed=0, the primary's host killed mid-crawl (not in make test)
 	$(PYTEST) -m ha tests/lab
 
 fuzz: install ## the property-based tests of hostile input with a large budget (make test runs a bounded one)

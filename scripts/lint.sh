@@ -3,8 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg"
-echo "== ruff";          ruff check project tests scripts
-echo "== ruff format";   ruff format --check project tests scripts
+echo "== ruff";          ruff check project tests scripts filter_plugins
+echo "== ruff format";   ruff format --check project tests scripts filter_plugins
 echo "== mypy";          (cd project && mypy)
 echo "== yamllint";      yamllint --strict .
 echo "== ansible-lint";  ansible-lint --offline

@@ -5,6 +5,11 @@ through the Sentinels. Then the primary's host is killed (`docker kill`) mid-cra
 promote a replica, the workers and the pools follow it without a restart, and the crawl finishes
 with every book exactly once beyond what was in flight.
 
+The three hubs run as production would: TLS between the hosts and the per-role Redis ACL users
+(crawlfleet_tls_enabled, crawlfleet_redis_acl_enabled). The replicas log in to the primary as
+`replica`, the Sentinels to the servers as `sentinel`, every service to the Sentinels as its own
+user, which may find the primary and nothing more; a plain-text client is refused everywhere.
+
 The primary starts on a, which also runs the pools; a planned switchover (SENTINEL FAILOVER, as for
 maintenance) moves it to a2 or a3 - after which a second run of site.yml must change nothing - so
 that the host killed is a Redis host only.
@@ -29,6 +34,9 @@ from support.waiting import wait_until
 pytestmark = [pytest.mark.lab, pytest.mark.ha, pytest.mark.timeout(2400)]
 
 NEW_HUBS = {"a2": "172.30.0.14", "a3": "172.30.0.15"}
+SECURE = ["-e", json.dumps({"crawlfleet_tls_enabled": True, "crawlfleet_redis_acl_enabled": True})]
+CA_FILE = "/etc/crawlfleet/tls/ca.crt"
+SOCKET = "/run/redis/redis-server.sock"
 SERVICE = "crawlfleet"
 RESULTS = ROOT / ".lab/ha-drill.json"
 # How the drill polls the Sentinels and the hosts (each poll is an ssh round trip).
@@ -39,7 +47,8 @@ def sentinel(lab: Lab, host: str, *command: str, check: bool = True) -> list[str
     """A Sentinel command on `host`'s own Sentinel; its --raw reply as lines."""
     password = shlex.quote(lab_secret("vault_redis_password"))
     args = " ".join(shlex.quote(arg) for arg in command)
-    proc = lab.ssh(host, f"REDISCLI_AUTH={password} redis-cli -p 26379 --raw {args}", check=check)
+    cli = f"redis-cli -h 127.0.0.1 -p 26379 --tls --cacert {CA_FILE} --raw"
+    proc = lab.ssh(host, f"REDISCLI_AUTH={password} {cli} {args}", check=check)
     return proc.stdout.splitlines()
 
 
@@ -61,7 +70,7 @@ def ha_lab(lab: Lab) -> Iterator[Lab]:
     with hosts_added("redis", NEW_HUBS):
         try:
             run(["vagrant", "up", *NEW_HUBS, "--no-provision"], timeout=600)
-            proc = run(["ansible-playbook", "site.yml", "-i", "inventory"], timeout=1800)
+            proc = run(["ansible-playbook", "site.yml", "-i", "inventory", *SECURE], timeout=1800)
             counts = recap(proc.stdout)
             assert set(NEW_HUBS) <= set(counts), counts
             for host, count in counts.items():
@@ -85,11 +94,15 @@ def test_three_hubs_are_one_primary_two_replicas_and_three_sentinels(ha_lab: Lab
         ), (host, view)
     password = shlex.quote(lab_secret("vault_redis_password"))
     for host in NEW_HUBS:
-        role = ha_lab.ssh(host, f"REDISCLI_AUTH={password} redis-cli -p 6379 --raw ROLE").stdout
+        # the hub's sentinel ACL user, over the unix socket (plain text stays on the host)
+        cli = f"sudo env REDISCLI_AUTH={password} redis-cli -s {SOCKET} --user sentinel --raw"
+        role = ha_lab.ssh(host, f"{cli} ROLE").stdout
         assert role.splitlines()[:2] == ["slave", first], (host, role)
-    # Every service reaches Redis through the Sentinels, and the replicas refuse writes.
+    # Every service reaches Redis through the Sentinels as its own user, over TLS.
     env = ha_lab.ssh(WORKER, "sudo cat /etc/crawlfleet/crawler.env").stdout
-    assert "REDIS_URL='redis+sentinel://:" in env and "/crawlfleet/0?sentinel_password=" in env
+    assert "REDIS_URL='rediss+sentinel://crawler:" in env, env
+    assert "/crawlfleet/0?sentinel_username=crawler&sentinel_password=" in env, env
+    assert lab_secret("vault_redis_password") not in env  # the hub's own password stays there
     code = """
 import json, os
 from crawlfleet.redisconn import get_redis
@@ -98,6 +111,37 @@ client.set("crawlfleet:check:ha", "1")
 print(json.dumps(client.info("replication")["role"]))
 """
     assert host_python(ha_lab, WORKER, code, worker_env=True) == "master"
+    # The crawler's user finds the primary and cannot steer the Sentinels; plain text is refused.
+    probe = f"""
+import json, os, redis
+from crawlfleet.redisconn import parse_sentinel_url
+target = parse_sentinel_url(os.environ["REDIS_URL"])
+found = {{}}
+def attempt(name, call):
+    try:
+        found[name] = ["ok", str(call())]
+    except redis.exceptions.NoPermissionError:
+        found[name] = ["no permission"]
+    except (redis.exceptions.ConnectionError, OSError) as exc:
+        found[name] = ["connection", type(exc).__name__]
+for host in {list(NEW_HUBS.values())!r}:
+    tls = redis.Redis(host, 26379, username=target.sentinel_username,
+                      password=target.sentinel_password, ssl=True,
+                      ssl_ca_certs={CA_FILE!r}, socket_timeout=5)
+    attempt(host + " find", lambda: tls.sentinel_get_master_addr_by_name({SERVICE!r})[0])
+    attempt(host + " failover", lambda: tls.execute_command("SENTINEL", "FAILOVER", {SERVICE!r}))
+    for port in (6379, 26379):
+        plain = redis.Redis(host, port, username="crawler", password=target.sentinel_password,
+                            socket_timeout=5, socket_connect_timeout=5)
+        attempt(f"{{host}}:{{port}} plain", plain.ping)
+print(json.dumps(found))
+"""
+    found = host_python(ha_lab, WORKER, probe, worker_env=True)
+    for address in NEW_HUBS.values():
+        assert found[f"{address} find"] == ["ok", first], found
+        assert found[f"{address} failover"] == ["no permission"], found
+        for port in (6379, 26379):
+            assert found[f"{address}:{port} plain"][0] == "connection", found
     # Only cluster hosts reach the Sentinels and the replicas.
     for host in NEW_HUBS:
         address = ha_lab.hosts[host]
@@ -125,7 +169,8 @@ def replicas(lab: Lab) -> int:
 def test_after_a_switchover_a_second_run_of_site_yml_changes_nothing(ha_lab: Lab) -> None:
     # The Sentinels reconfigured every server; the role follows them and rewrites nothing.
     assert switch_over(ha_lab) in NEW_HUBS
-    proc = run(["ansible-playbook", "site.yml", "-i", "inventory", "--check", "--diff"], 1800)
+    argv = ["ansible-playbook", "site.yml", "-i", "inventory", *SECURE, "--check", "--diff"]
+    proc = run(argv, 1800)
     counts = recap(proc.stdout)
     assert set(NEW_HUBS) <= set(counts), proc.stdout[-3000:]
     changed = changed_tasks(proc.stdout)
@@ -178,10 +223,11 @@ print(json.dumps("ok"))
         assert_complete(crawl, catalogue_ids, in_flight_bound=bound)
         # The pools followed the new primary too.
         health = f"""
-import json, urllib.request
-base = "http://{lab.hosts[HUB]}"
-print(json.dumps([urllib.request.urlopen(f"{{base}}:{{port}}/health", timeout=5).status
-                  for port in (5555, 6777)]))
+import json, ssl, urllib.request
+base = "https://{lab.hosts[HUB]}"
+context = ssl.create_default_context(cafile={CA_FILE!r})
+print(json.dumps([urllib.request.urlopen(f"{{base}}:{{port}}/health", timeout=5,
+                                         context=context).status for port in (5555, 6777)]))
 """
         assert host_python(lab, HUB, health) == [200, 200]
         twice = len(crawl.item_ids()) - len(catalogue_ids)

@@ -89,28 +89,6 @@ def test_a_wrong_inventory_stops_site_yml_in_its_first_play(
     assert all(count["changed"] == 0 for count in recap(proc.stdout).values())
 
 
-def test_sentinel_failover_with_the_acl_users_stops_site_yml_in_its_first_play(
-    tmp_path: Path,
-) -> None:
-    inventory = tmp_path / "inventory"
-    shutil.copytree(ROOT / "inventory", inventory)
-    hosts = inventory / HOSTS
-    one_hub = "    redis:\n      hosts:\n        a:\n"
-    assert one_hub in hosts.read_text()
-    hosts.write_text(hosts.read_text().replace(one_hub, one_hub + "        b:\n        c:\n"))
-    main = inventory / MAIN
-    assert "crawlfleet_redis_acl_enabled: false" in main.read_text()
-    main.write_text(main.read_text().replace("acl_enabled: false", "acl_enabled: true"))
-
-    proc = run(["ansible-playbook", "site.yml", "-i", str(inventory)], timeout=300, check=False)
-
-    assert proc.returncode != 0
-    assert "crawlfleet_redis_sentinel and crawlfleet_redis_acl_enabled are both true" in (
-        proc.stdout
-    ), proc.stdout[-3000:]
-    assert re.findall(r"^PLAY \[(.*)\]", proc.stdout, re.MULTILINE) == ["Check the inventory"]
-
-
 def test_a_host_on_an_unsupported_release_stops_site_yml_before_any_change(lab: Lab) -> None:
     # The lab's hosts run Debian 12: with only Debian 13 supported, each is refused in one line.
     only_13 = json.dumps({"crawlfleet_supported_releases": {"Debian": ["13"]}})
