@@ -1,10 +1,12 @@
-"""Sentinel benchmark: what ``WAIT`` costs an enqueue, and what a failover costs a worker.
+"""Sentinel benchmark: what ``WAIT`` and TLS cost the frontier, and what a failover costs a worker.
 
-Side by side in one run on one Sentinel group (a primary, two replicas, three Sentinels on
-loopback): new-request enqueues per second straight to the primary, through Sentinel without
-``WAIT``, and with ``SCHEDULER_WAIT_REPLICAS`` 1 and 2 (the scheduler driven directly, one
-request per round trip). Then the primary is killed with SIGKILL while a worker enqueues, and
-the time from the kill to its first enqueue Redis took again is reported.
+Side by side in one run on two Sentinel groups (a primary, two replicas, three Sentinels on
+loopback; one plain, one TLS-only with ``tls-replication``): new-request enqueues per second, then
+pops (``next_request``, the scheduler's own batches) of the same requests, straight to the primary,
+through Sentinel without ``WAIT``, and with ``SCHEDULER_WAIT_REPLICAS`` 1 and 2 (the scheduler
+driven directly, one request per enqueue round trip), with and without TLS. Then the plain
+group's primary is killed with SIGKILL while a worker enqueues, and the time from the kill to its
+first enqueue Redis took again is reported.
 
 Run by ``make bench`` (tests/bench/run.py); ``bench_sentinel.py enqueue|failover …`` is the worker
 subprocess it starts (a process of its own, as a Scrapy worker is).
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchrow import Section
+from support.secureredis import make_tls_files
 from support.sentinel import start_sentinel_group
 
 HERE = Path(__file__).resolve().parent
@@ -50,7 +53,7 @@ def _scheduler(redis_url: str, wait: int) -> Any:
 
 
 def enqueue(redis_url: str, wait: int, n: int) -> dict[str, float]:
-    """Enqueues of ``n`` new requests per second, one round trip each."""
+    """Enqueues of ``n`` new requests per second, one round trip each; then pops of them."""
     from scrapy import Request
 
     scheduler = _scheduler(redis_url, wait)
@@ -59,8 +62,14 @@ def enqueue(redis_url: str, wait: int, n: int) -> dict[str, float]:
         scheduler.enqueue_request(Request(f"https://bench.test/{os.getpid()}/{i}"))
     seconds = time.perf_counter() - started
     assert not scheduler._pending, "an enqueue failed during the measurement"
+    popped, started = 0, time.perf_counter()
+    while popped < n:
+        if scheduler.next_request() is None:
+            raise RuntimeError(f"the queue ran dry after {popped} of {n} pops")
+        popped += 1
+    pop_seconds = time.perf_counter() - started
     scheduler.close("finished")
-    return {"per_s": n / seconds}
+    return {"per_s": n / seconds, "pop_per_s": n / pop_seconds}
 
 
 def failover(redis_url: str, ready: str, limit: float) -> dict[str, list[float]]:
@@ -106,38 +115,48 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     work = Path(ctx.workdir) / "sentinel"
     shutil.rmtree(work, ignore_errors=True)  # no data or Sentinel state of an earlier run
     group = start_sentinel_group(work / "group")
+    secure = None
     rows: list[dict[str, Any]] = []
     try:
-        primary = group.primary_port()
-        direct = f"redis://:{group.password}@127.0.0.1:{primary}/1"
+        secure = start_sentinel_group(work / "tls", tls=make_tls_files(work / "ca"))
+        ca = secure.tls.ca_cert if secure.tls else ""
+        plain_direct = f"redis://:{group.password}@127.0.0.1:{group.primary_port()}/1"
+        tls_direct = (
+            f"rediss://:{secure.password}@127.0.0.1:{secure.primary_port()}/1?ssl_ca_certs={ca}"
+        )
         runs = [
-            ("redis:// to the primary", direct, 0),
+            ("redis:// to the primary", plain_direct, 0),
             ("redis+sentinel://, no WAIT", group.url(2), 0),
             ("redis+sentinel://, WAIT 1 (default)", group.url(3), 1),
             ("redis+sentinel://, WAIT 2", group.url(4), 2),
+            ("rediss:// (TLS) to the primary", tls_direct, 0),
+            ("rediss+sentinel:// (TLS), no WAIT", secure.url(2), 0),
+            ("rediss+sentinel:// (TLS), WAIT 1 (default)", secure.url(3), 1),
         ]
         # interleaved and repeated, the best run of each kept: the machine is shared
-        best: dict[int, float] = {}
+        best: dict[int, dict[str, float]] = {}
         for attempt in range(1 if ctx.quick else 3):
             for index, (_, url, wait) in enumerate(runs):
                 result = work / f"enqueue-{index}-{attempt}.json"
                 argv = ["enqueue", url, str(wait), str(n)]
-                data = _finish(_worker(argv, result), result, 120)
-                best[index] = max(best.get(index, 0.0), data["per_s"])
-        rates = best
+                data = _finish(_worker(argv, result), result, 180)
+                kept = best.setdefault(index, {"per_s": 0.0, "pop_per_s": 0.0})
+                for key in kept:
+                    kept[key] = max(kept[key], data[key])
+        note = f"{n} requests, best of {1 if ctx.quick else 3}"
         for index, (name, _, _) in enumerate(runs):
-            rows.append(row(name, "new-request enqueues per second", rates[index], "1/s"))
-            note = f"{n} requests, best of {1 if ctx.quick else 3}"
-            rows.append(row(name, "latency per enqueue", 1e6 / rates[index], "µs", note))
-        rows.append(
-            row(
-                "WAIT 1 vs no WAIT",
-                "enqueue throughput ratio",
-                rates[2] / rates[1],
-                "ratio",
-                "SCHEDULER_WAIT_REPLICAS=1 against 0, same Sentinel group",
-            )
-        )
+            rates = best[index]
+            rows.append(row(name, "new-request enqueues per second", rates["per_s"], "1/s"))
+            rows.append(row(name, "latency per enqueue", 1e6 / rates["per_s"], "µs", note))
+            rows.append(row(name, "pops per second (next_request)", rates["pop_per_s"], "1/s"))
+        for label, a, b, what in (
+            ("WAIT 1 vs no WAIT", 2, 1, "SCHEDULER_WAIT_REPLICAS=1 against 0, same Sentinel group"),
+            ("TLS vs plain, to the primary", 4, 0, "rediss:// against redis://, no WAIT"),
+            ("TLS vs plain, Sentinel WAIT 1", 6, 2, "rediss+sentinel:// against redis+sentinel://"),
+        ):
+            for key, kind in (("per_s", "enqueue"), ("pop_per_s", "pop")):
+                ratio = best[a][key] / best[b][key]
+                rows.append(row(label, f"{kind} throughput ratio", ratio, "ratio", what))
         ready, result = work / "failover.ready", work / "failover.json"
         proc = _worker(["failover", group.url(5), str(ready), "15"], result)
         deadline = time.monotonic() + 30
@@ -163,6 +182,8 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         )
     finally:
         group.stop()
+        if secure is not None:
+            secure.stop()
     return rows
 
 
