@@ -1,10 +1,10 @@
-"""Helpers of the job tests: real `crawlfleet agent` processes (process runner, the classic test
-project) and the real `crawlfleet` CLI in a subprocess, as an operator runs them."""
+"""Helpers of the job tests: real `crawlfleet agent` processes (support.agents: the process
+runner, the classic test project) and the real `crawlfleet` CLI in a subprocess, as an operator
+runs them."""
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -14,13 +14,11 @@ from typing import Any
 
 import pytest
 import redis
-from support.crawl import ROOT
-from support.services import log_tail, start_process, stop_process
+from support.agents import AgentProcess, agent_env, launch_agent
 from support.waiting import wait_until
 
 from crawlfleet.jobs import store
 
-PROJECT = ROOT / "tests" / "integration" / "frontier" / "classic_project"
 # Fast frontier and statistics for loopback crawls (-s of `job start`).
 FAST = [
     "-s",
@@ -43,34 +41,16 @@ class Result:
     err: str
 
 
-def env() -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    return {**base, "PYTHONPATH": str(ROOT / "project")}
-
-
 def cli(*args: str) -> Result:
     """``crawlfleet ARGS…`` in a subprocess."""
     proc = subprocess.run(
         [sys.executable, "-m", "crawlfleet.cli", *args],
         capture_output=True,
         text=True,
-        env=env(),
+        env=agent_env(),
         timeout=120,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
-
-
-@dataclass
-class AgentProcess:
-    name: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def tail(self) -> str:
-        return log_tail(self.log)
-
-    def stop(self) -> None:
-        stop_process(self.proc, sig=signal.SIGTERM)
 
 
 def live_agents(client: redis.Redis) -> dict[str, store.Agent]:
@@ -79,44 +59,13 @@ def live_agents(client: redis.Redis) -> dict[str, store.Agent]:
 
 @pytest.fixture
 def start_agent(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., AgentProcess]]:
+    """``start(name, *flags)``: a registered agent on the test's Redis, stopped at the end."""
     started: list[AgentProcess] = []
     client = redis.Redis.from_url(redis_url)
 
     def start(name: str, *extra: str) -> AgentProcess:
-        log = tmp_path / f"agent-{name}.log"
-        argv = [
-            sys.executable,
-            "-m",
-            "crawlfleet.cli",
-            "agent",
-            "--runner",
-            "process",
-            "--project",
-            f"classic={PROJECT}",
-            "--name",
-            name,
-            "--interval",
-            "0.2",
-            "--ttl",
-            "3",
-            "--stop-timeout",
-            "20",
-            "--log-dir",
-            str(tmp_path / f"crawls-{name}"),
-            "--redis-url",
-            redis_url,
-            *extra,
-        ]
-        agent = AgentProcess(name, start_process(argv, log, env=env(), cwd=tmp_path), log)
+        agent = launch_agent(redis_url, name, tmp_path, client, *extra)
         started.append(agent)
-
-        def registered() -> bool:
-            if agent.proc.poll() is not None:
-                raise AssertionError(f"agent {name} exited:\n{agent.tail()}")
-            found = live_agents(client).get(name)
-            return found is not None and found.spiders.get("pages") == "classic"
-
-        wait_until(registered, f"agent {name} registered", timeout=60)
         return agent
 
     yield start

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import redis
-from jobs_helpers import FAST, AgentProcess, cli, env, job, live_agents, pids_alive
+from jobs_helpers import FAST, AgentProcess, agent_env, cli, job, live_agents, pids_alive
 from support.crawl import Site
 from support.services import log_tail, start_process, stop_process
 from support.waiting import wait_until
@@ -133,7 +133,7 @@ def test_the_hubs_scheduler_agent_starts_nothing_and_needs_schedules(
     argv = [sys.executable, "-m", "crawlfleet.cli", "agent", "--runner", "none", "--schedules",
             "--name", "hub", "--interval", "0.2", "--ttl", "3",
             "--redis-url", redis_url]  # fmt: skip
-    proc = start_process(argv, tmp_path / "hub.log", env=env(), cwd=tmp_path)
+    proc = start_process(argv, tmp_path / "hub.log", env=agent_env(), cwd=tmp_path)
     try:
         wait_until(lambda: "hub" in live_agents(redis_client), "the hub's agent registered")
         hub = live_agents(redis_client)["hub"]
