@@ -673,11 +673,44 @@ def get_redis(url: str, **params: Any) -> redis.Redis:
         return client
 
 
+def _outage(exc: redis.exceptions.RedisClusterException) -> redis.ConnectionError:
+    error = redis.ConnectionError(f"Redis Cluster: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+class _ClusterPipeline(redis.cluster.ClusterPipeline):
+    """A cluster pipeline whose "no node for this slot now" is a ``redis.ConnectionError``."""
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        try:
+            return super().execute(raise_on_error)
+        except redis.exceptions.RedisClusterException as exc:
+            raise _outage(exc) from exc
+
+
+class FleetCluster(redis.cluster.RedisCluster):
+    """redis-py's ``RedisCluster``, except that its own errors while the cluster reorganises
+    (``SlotNotCoveredError``, "cannot be connected": no ``redis.RedisError``) are raised as
+    ``redis.ConnectionError``: every caller already keeps its work and retries on those."""
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().execute_command(*args, **kwargs)
+        except redis.exceptions.RedisClusterException as exc:
+            raise _outage(exc) from exc
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+        pipe = super().pipeline(transaction, shard_hint)
+        pipe.__class__ = _ClusterPipeline
+        return pipe
+
+
 def _cluster_client(url: str, params: dict[str, Any]) -> redis.cluster.RedisCluster:
     target, options = _cluster_parts(url, params)
     nodes = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]
     try:
-        return redis.cluster.RedisCluster(startup_nodes=nodes, **options)
+        return FleetCluster(startup_nodes=nodes, **options)
     except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
         raise _cluster_unreachable(url, exc) from None
 

@@ -11,7 +11,9 @@ them with one BITFIELD call and reports "new" when any old bit was 0, so a check
 atomic operation and one round trip (the frontier scheduler pastes the same function into its
 enqueue script). A filter larger than one Redis string (2^32 bits) is split into blocks; every bit
 of one fingerprint lives in one block, and each block key is its own Redis Cluster hash tag
-(``{book:bloomfilter:0}``), so blocks may sit on different shards without losing atomicity.
+(``{book:bloomfilter:0}``), so blocks may sit on different shards without losing atomicity. A key
+that carries a hash tag already (a crawl's key on a Redis Cluster) names its blocks ``<key>:0``,
+``<key>:1`` …: they stay in the crawl's slot, beside the queue.
 
 The parameters (bits, hashes, blocks) are recorded in ``<key>:meta`` when the filter is created
 (and its blocks allocated at full size), so a worker configured differently fails loudly instead
@@ -32,7 +34,8 @@ from typing import Any
 import redis
 from scrapy.settings import BaseSettings
 
-from crawlfleet.frontier.keys import BLOOMFILTER_KEY
+from crawlfleet.frontier.keys import BLOOMFILTER_KEY, has_hash_tag
+from crawlfleet.redisconn import is_cluster_url
 
 logger = logging.getLogger(__name__)
 
@@ -227,10 +230,15 @@ class BloomLayout:
         # The real size: every block has block_bits bits.
         self.bits = block_bits * blocks
         self.meta_key = f"{self.key}:meta"
-        # Each block name is a whole hash tag of its own, so Redis Cluster may spread the blocks.
-        self.block_keys = (
-            [self.key] if blocks == 1 else [f"{{{self.key}:{i}}}" for i in range(blocks)]
-        )
+        # Each block name is a whole hash tag of its own, so Redis Cluster may spread the blocks;
+        # a key that carries a hash tag already (a crawl's key on a cluster) keeps its blocks in
+        # its slot, where the enqueue script that sets their bits runs.
+        if blocks == 1:
+            self.block_keys = [self.key]
+        elif has_hash_tag(self.key):
+            self.block_keys = [f"{self.key}:{i}" for i in range(blocks)]
+        else:
+            self.block_keys = [f"{{{self.key}:{i}}}" for i in range(blocks)]
         self._item = struct.Struct(f">{hashes}I")
         self.item_size = self._item.size
         # Enhanced double hashing: g_i = h1 + i*h2 + (i^3 - i)/6.
@@ -586,10 +594,14 @@ def _setting(settings: BaseSettings, name: str, kind: type, default: Any = None)
 
 
 def layout_from_settings(settings: BaseSettings, spider: str) -> BloomLayout:
-    """The Bloom filter layout for ``spider`` from the ``BLOOMFILTER_*`` Scrapy settings."""
+    """The Bloom filter layout for ``spider`` from the ``BLOOMFILTER_*`` Scrapy settings (its
+    key tagged ``{<spider>}`` on a Redis Cluster)."""
+    from crawlfleet.frontier.config import redis_url
+
     template = settings.get(BLOOMFILTER_KEY.setting) or BLOOMFILTER_KEY.default
+    tagged = is_cluster_url(redis_url(settings))
     return BloomLayout(
-        BLOOMFILTER_KEY.resolve(template, spider, BloomConfigError),
+        BLOOMFILTER_KEY.resolve(template, spider, BloomConfigError, tagged=tagged),
         _setting(settings, "BLOOMFILTER_CAPACITY", int, DEFAULT_CAPACITY),
         _setting(settings, "BLOOMFILTER_ERROR_RATE", float, DEFAULT_ERROR_RATE),
         bit=_setting(settings, "BLOOMFILTER_BIT", int),
