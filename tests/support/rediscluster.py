@@ -19,6 +19,7 @@ from pathlib import Path
 
 import redis
 from redis.crc import key_slot
+
 from support.net import free_port
 from support.services import log_tail, start_process, stop_process, wait_listening
 from support.waiting import wait_until
@@ -136,6 +137,38 @@ class RedisClusterGroup:
         wait_until(switched, f"a replica of :{old_port} to take its slots", timeout, 0.02)
         return self.slot_owner(key)
 
+    def primaries(self) -> list[int]:
+        """The ports of the live nodes that are primaries now."""
+        roles = {n.port: self.node_client(n.port).info("replication")["role"] for n in self.live()}
+        return [port for port, role in roles.items() if role == "master"]
+
+    def flush(self) -> None:
+        """Empty every primary and wait until its replicas are empty too."""
+        for port in self.primaries():
+            self.node_client(port).flushall()
+        wait_until(
+            lambda: all(self.node_client(n.port).dbsize() == 0 for n in self.live()),
+            "every node of the cluster to be empty",
+            30,
+        )
+
+    def keys_by_node(self) -> dict[int, list[str]]:
+        """Every key each live primary holds (the tests' crawls are small)."""
+        return {
+            port: sorted(k.decode() for k in self.node_client(port).scan_iter(count=1000))
+            for port in self.primaries()
+        }
+
+    def restart(self, port: int) -> None:
+        """Start a stopped node again on its own files: it rejoins (a replica after a failover)."""
+        index = next(i for i, n in enumerate(self.nodes) if n.port == port)
+        old = self.nodes[index]
+        assert not old.alive(), f"node :{port} is still running"
+        workdir = old.log.parent
+        process = start_process(_argv(self, workdir, port, old.bus_port), old.log, cwd=workdir)
+        wait_listening(process, "127.0.0.1", port, old.log, timeout=10)
+        self.nodes[index] = ClusterNode(port, old.bus_port, process, old.log)
+
     def stop(self) -> None:
         for node in self.nodes:
             stop_process(node.process, timeout=5)
@@ -145,12 +178,8 @@ def _cli() -> str:
     return shutil.which("redis-cli") or shutil.which("valkey-cli") or "/usr/bin/redis-cli"
 
 
-def _node(group: RedisClusterGroup, index: int) -> ClusterNode:
-    port, bus = free_port(), free_port()
-    workdir = group.workdir / f"node{index}"
-    workdir.mkdir(parents=True)
-    log = workdir / "redis.log"
-    argv = [
+def _argv(group: RedisClusterGroup, workdir: Path, port: int, bus: int) -> list[str]:
+    return [
         server_binary(),
         "--port", str(port),
         "--cluster-enabled", "yes",
@@ -167,7 +196,14 @@ def _node(group: RedisClusterGroup, index: int) -> ClusterNode:
         "--masterauth", group.password,
         "--daemonize", "no",
     ]  # fmt: skip
-    process = start_process(argv, log, cwd=workdir)
+
+
+def _node(group: RedisClusterGroup, index: int) -> ClusterNode:
+    port, bus = free_port(), free_port()
+    workdir = group.workdir / f"node{index}"
+    workdir.mkdir(parents=True)
+    log = workdir / "redis.log"
+    process = start_process(_argv(group, workdir, port, bus), log, cwd=workdir)
     wait_listening(process, "127.0.0.1", port, log, timeout=10)
     return ClusterNode(port, bus, process, log)
 
