@@ -70,7 +70,8 @@ class RedisClusterGroup:
     def live(self) -> list[ClusterNode]:
         return [n for n in self.nodes if n.alive()]
 
-    def _info(self, port: int) -> dict[str, str]:
+    def info(self, port: int) -> dict[str, str]:
+        """``CLUSTER INFO`` of one node, as a dict."""
         reply = self.node_client(port).execute_command("CLUSTER", "INFO")
         text = reply.decode() if isinstance(reply, bytes) else str(reply)
         pairs = (line.partition(":") for line in text.splitlines())
@@ -95,7 +96,7 @@ class RedisClusterGroup:
         """Every live node: state ok, all nodes known; every primary with an online replica."""
         try:
             for node in self.live():
-                info = self._info(node.port)
+                info = self.info(node.port)
                 if info.get("cluster_state") != "ok":
                     return False
                 if int(info.get("cluster_known_nodes", 0)) != len(self.nodes):
@@ -129,7 +130,7 @@ class RedisClusterGroup:
                 return False
             try:
                 role = self.node_client(owner).info("replication")["role"]
-                states = {self._info(n.port).get("cluster_state") for n in self.live()}
+                states = {self.info(n.port).get("cluster_state") for n in self.live()}
             except redis.RedisError:
                 return False
             return role == "master" and states == {"ok"}
