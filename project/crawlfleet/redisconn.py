@@ -732,9 +732,9 @@ def get_async_redis(url: str, *, blocking: bool = False, **params: Any) -> aiore
             pool_class = _BlockingSentinelPool if blocking else aiosentinel.SentinelConnectionPool
             return manager.master_for(target.service, connection_pool_class=pool_class, **primary)
         if is_cluster_url(url):
-            target, cluster_options = _cluster_parts(url, params)
+            cluster, cluster_options = _cluster_parts(url, params)
             cluster_options.pop("timeout", None)
-            nodes = [aiocluster.ClusterNode(host, port) for host, port in target.nodes]
+            nodes = [aiocluster.ClusterNode(host, port) for host, port in cluster.nodes]
             return aiocluster.RedisCluster(startup_nodes=nodes, **cluster_options)  # type: ignore[return-value]
         options = _with_tls_defaults(url, params)
         if blocking:
