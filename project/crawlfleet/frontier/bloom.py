@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 from scrapy.settings import BaseSettings
 
 from crawlfleet.frontier.keys import BLOOMFILTER_KEY, has_hash_tag
@@ -416,6 +417,10 @@ class BloomFilter:
     def _allocate(self, reset: bool) -> None:
         """Create missing blocks at full size (emptying them first when ``reset``)."""
         last_byte = -(-self.layout.block_bits // 8) - 1
+        if isinstance(self.redis, RedisCluster):  # a cluster pipeline runs no script
+            for block_key in self.block_keys:
+                self.redis.eval(_ALLOCATE_SCRIPT, 1, block_key, last_byte, "1" if reset else "0")
+            return
         pipe = self.redis.pipeline(transaction=False)
         for block_key in self.block_keys:
             pipe.eval(_ALLOCATE_SCRIPT, 1, block_key, last_byte, "1" if reset else "0")
@@ -519,6 +524,15 @@ class BloomFilter:
         return [bytes(r) for r in replies]
 
     def _pipeline(self, script: Any, calls: Sequence[tuple[str, bytes, int]]) -> list[Any]:
+        if isinstance(self.redis, RedisCluster):
+            # a cluster pipeline runs no script: one call after the other, errors in place
+            replies: list[Any] = []
+            for key, data, step in calls:
+                try:
+                    replies.append(self.redis.evalsha(script.sha, 1, key, data, step))
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+            return replies
         pipe = self.redis.pipeline(transaction=False)
         for key, data, step in calls:
             pipe.execute_command("EVALSHA", script.sha, 1, key, data, step)

@@ -12,6 +12,7 @@ from support.crawl import Site, frontier_settings
 from support.rediscluster import RedisClusterGroup
 from support.waiting import wait_until
 
+from crawlfleet.frontier.bloom import BloomFilter
 from crawlfleet.redisconn import check_connection, get_redis
 
 WORKERSTATS = "crawlfleet.extensions.workerstats.WorkerStats"
@@ -93,6 +94,33 @@ def test_sigkill_of_one_worker_loses_no_page(
     client = cluster.client()
     try:  # the victim's leases expired and went back to the queue
         assert int(client.hget("{site}:stats", "scheduler/requeued") or 0) > 0
+    finally:
+        client.close()
+    assert_cluster_drained(cluster)
+
+
+def test_a_bloom_filter_in_blocks_stays_in_the_crawls_slot(
+    site: Site, start_worker, cluster: RedisClusterGroup
+) -> None:
+    settings = frontier_settings(
+        cluster.url(),
+        DUPEFILTER_CLASS="crawlfleet.frontier.dupefilter.BloomDupeFilter",
+        BLOOMFILTER_CAPACITY=10_000,
+        BLOOMFILTER_BLOCKS=2,
+    )
+    worker = start_worker(site.url, settings)
+    assert worker.wait(120) == 0, worker.log.read_text()[-3000:]
+    assert site.crawled() == site.expected()
+    assert max(site.hits[p] for p in site.expected()) == 1, site.hits
+    stats = worker.summary()["stats"]
+    assert isinstance(stats, dict) and stats["bloomfilter/filtered"] > 0
+    client = cluster.client()
+    try:
+        assert client.exists("{site}:bloomfilter:0", "{site}:bloomfilter:1") == 2
+        filter_ = BloomFilter(client, "{site}:bloomfilter", capacity=10_000, blocks=2)
+        assert filter_.add_many([b"new-1", b"new-2"]) == [True, True]
+        assert filter_.add_many([b"new-1", b"new-2"]) == [False, False]
+        assert filter_.info()["blocks"] == 2
     finally:
         client.close()
     assert_cluster_drained(cluster)
