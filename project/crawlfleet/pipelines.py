@@ -27,7 +27,7 @@ from scrapy.statscollectors import StatsCollector
 from crawlfleet.frontier.config import redis_from_settings
 from crawlfleet.frontier.fullhub import FullHub, is_full
 from crawlfleet.frontier.keys import ITEMS_KEY
-from crawlfleet.redisconn import mask_url
+from crawlfleet.redisconn import is_cluster_url, mask_url
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,10 @@ class RedisItemsPipeline:
 
     async def open_spider(self) -> None:
         assert self.crawler.spider is not None
-        self.key = ITEMS_KEY.resolve(self.key_template, self.crawler.spider.name, ValueError)
+        # tagged {<spider>} on a Redis Cluster, in the crawl's slot
+        tagged = is_cluster_url(str(self.crawler.settings.get("REDIS_URL")))
+        spider = self.crawler.spider.name
+        self.key = ITEMS_KEY.resolve(self.key_template, spider, ValueError, tagged=tagged)
         self._ticker = asyncio.ensure_future(self._tick())
 
     async def _tick(self) -> None:

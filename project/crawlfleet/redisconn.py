@@ -22,6 +22,14 @@ demoted primary answers READONLY, which redis-py turns into a reconnect).
 name alike: it takes rediss://'s ``ssl_*`` options (``ssl_ca_certs``, ``ssl_certfile`` …) and
 verifies as rediss:// does; ``redis+sentinel://`` refuses them.
 
+``redis+cluster://[:password@|user:password@]host:port[,host:port…]/0`` is a Redis Cluster, read
+by ``parse_cluster_url``: the hosts are start-up nodes (any of them answering is enough), the
+database is 0 (the only one a cluster has); ``get_redis`` and ``get_async_redis`` build redis-py's
+``RedisCluster`` clients, which route every command by its key's slot and follow failovers and
+resharding (MOVED). ``rediss+cluster://`` is the same over TLS with rediss://'s ``ssl_*`` options.
+On a cluster every key of one crawl carries the hash tag ``{<spider>}`` (``SpiderKeys``), so one
+crawl lives in one slot.
+
 ``rediss://host:port/db?ssl_ca_certs=<CA file>`` is Redis over TLS: the clients always verify
 the server's certificate against that CA (or the system's) and its name against the URL's host
 (``ssl_cert_reqs=required``, ``ssl_check_hostname``), unless the URL itself says otherwise. A
@@ -41,8 +49,10 @@ from urllib.parse import SplitResult, quote, unquote, urlsplit
 
 import redis
 import redis.asyncio as aioredis
+import redis.asyncio.cluster as aiocluster
 import redis.asyncio.sentinel as aiosentinel
 import redis.backoff
+import redis.cluster
 import redis.retry
 import redis.sentinel
 from redis.asyncio.connection import BlockingConnectionPool
@@ -55,10 +65,15 @@ _lock = threading.Lock()
 SENTINEL_SCHEME = "redis+sentinel"
 TLS_SENTINEL_SCHEME = "rediss+sentinel"
 SENTINEL_SCHEMES = (SENTINEL_SCHEME, TLS_SENTINEL_SCHEME)
-SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
+CLUSTER_SCHEME = "redis+cluster"
+TLS_CLUSTER_SCHEME = "rediss+cluster"
+CLUSTER_SCHEMES = (CLUSTER_SCHEME, TLS_CLUSTER_SCHEME)
+SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES, *CLUSTER_SCHEMES)
 SENTINEL_SHAPE = "redis(s)+sentinel://[:password@]host:port[,host:port…]/service/db"
-URL_SHAPE = f"redis://[:password@]host:port/db or {SENTINEL_SHAPE}"
+CLUSTER_SHAPE = "redis(s)+cluster://[:password@]host:port[,host:port…]/0"
+URL_SHAPE = f"redis://[:password@]host:port/db, {SENTINEL_SHAPE} or {CLUSTER_SHAPE}"
 SENTINEL_PORT = 26379
+REDIS_PORT = 6379
 _SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HIDDEN = "***"
 # Query parameters redis-py (and its TLS connection) reads that carry no secret; every other
@@ -117,9 +132,17 @@ def is_sentinel_url(url: str) -> bool:
     return url.startswith(tuple(scheme + "://" for scheme in SENTINEL_SCHEMES))
 
 
+def is_cluster_url(url: str) -> bool:
+    """True for a ``redis+cluster://`` or ``rediss+cluster://`` (TLS) URL."""
+    return isinstance(url, str) and url.startswith(
+        tuple(scheme + "://" for scheme in CLUSTER_SCHEMES)
+    )
+
+
 def _split(url: str) -> SplitResult:
-    """``urlsplit``, except for a Sentinel URL's host list (an IPv6 ``[…]`` past its start)."""
-    if not is_sentinel_url(url):
+    """``urlsplit``, except for a Sentinel or cluster URL's host list (an IPv6 ``[…]`` past its
+    start)."""
+    if not is_sentinel_url(url) and not is_cluster_url(url):
         return urlsplit(url)
     scheme, _, rest = url.partition("://")
     rest, _, fragment = rest.partition("#")
@@ -218,8 +241,8 @@ def url_secrets(url: str) -> tuple[str, ...]:
 def has_credentials(url: str) -> bool:
     """True when redis-py would send a user name or password for ``url`` (any of its forms)."""
     try:
-        if is_sentinel_url(url):
-            target = parse_sentinel_url(url)
+        if is_sentinel_url(url) or is_cluster_url(url):
+            target = parse_cluster_url(url) if is_cluster_url(url) else parse_sentinel_url(url)
             return bool(target.username or target.password)
         return bool({"username", "password"} & parse_url(url).keys())
     except ValueError:
@@ -247,24 +270,27 @@ class SentinelTarget:
         return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.sentinels)
 
 
-def _sentinel_address(piece: str) -> tuple[str, int]:
+def _sentinel_address(
+    piece: str, what: str = "Sentinel", default_port: int = SENTINEL_PORT
+) -> tuple[str, int]:
+    """``(host, port)`` of one ``host[:port]`` of a host list (``what``: its kind, for errors)."""
     if piece.startswith("["):
         host, bracket, rest = piece[1:].partition("]")
         if not bracket or not host or (rest and not rest.startswith(":")):
-            raise ValueError("has a Sentinel address with a bad IPv6 bracket")
+            raise ValueError(f"has a {what} address with a bad IPv6 bracket")
         port_text = rest[1:] if rest else ""
         valid_host = all(c in "0123456789abcdefABCDEF:." for c in host)
     else:
         host, _, port_text = piece.partition(":")
         valid_host = bool(re.fullmatch(r"[A-Za-z0-9_.-]+", host))
     if not host:
-        raise ValueError("has an empty host in its Sentinel list (host:port[,host:port…])")
+        raise ValueError(f"has an empty host in its {what} list (host:port[,host:port…])")
     if not valid_host:
-        raise ValueError("has a Sentinel host that is not a host name or IP address")
+        raise ValueError(f"has a {what} host that is not a host name or IP address")
     if not port_text:
-        return host, SENTINEL_PORT
+        return host, default_port
     if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError("has a Sentinel port that is not a number from 1 to 65535")
+        raise ValueError(f"has a {what} port that is not a number from 1 to 65535")
     return host, int(port_text)
 
 
@@ -287,12 +313,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
             "in a password"
         )
     userinfo, at, hosts = parts.netloc.rpartition("@")
-    username = password = None
-    if at:
-        user, colon, secret = userinfo.partition(":")
-        # as redis-py reads redis://: "user:pw@", ":pw@", and a lone "name@" is a user name
-        username = unquote(user) or None
-        password = (unquote(secret) or None) if colon else None
+    username, password = _login(userinfo, at)
     if not hosts:
         raise ValueError("names no Sentinel (host:port[,host:port…])")
     sentinels = tuple(_sentinel_address(piece) for piece in hosts.split(","))
@@ -309,26 +330,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     db_text = segments[1] if len(segments) == 2 else "0"
     if not db_text.isascii() or not db_text.isdigit() or len(db_text) > 5:
         raise ValueError("has a database that is not a whole number (the path's /<db>)")
-    names = [p.partition("=")[0] for p in parts.query.split("&") if p]
-    unknown = [n for n in names if n not in QUERY_NAMES]
-    if unknown:
-        raise ValueError(
-            f"has {len(unknown)} query parameter(s) it does not read "
-            "(it reads sentinel_password, password, socket_timeout …)"
-        )
-    if not tls and any(n.startswith("ssl") for n in names):
-        raise ValueError(
-            "has TLS options (ssl_*), which redis+sentinel:// does not take "
-            "(rediss+sentinel:// does)"
-        )
-    try:
-        options = parse_url("redis://localhost/0?" + parts.query)
-    except ValueError as exc:
-        # redis-py's text names the parameter, never its value
-        reason = str(exc).rstrip(".")
-        raise ValueError(f"has a query parameter of the wrong kind ({reason})") from None
-    for name in ("host", "db"):
-        options.pop(name, None)
+    options = _query_options(parts.query, tls, SENTINEL_SCHEME, TLS_SENTINEL_SCHEME)
     password = options.pop("password", password)
     username = options.pop("username", username)
     return SentinelTarget(
@@ -344,6 +346,95 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     )
 
 
+@dataclass(frozen=True)
+class ClusterTarget:
+    """What a ``redis(s)+cluster://`` URL names: the start-up nodes and how to log in."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None = None
+    password: str | None = None
+    tls: bool = False  # rediss+cluster://: TLS to every node
+    # the other query parameters, converted as redis-py converts them (socket_timeout → float…)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """The node list as written (``host:port,host:port``), no credential."""
+        return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.nodes)
+
+
+def _login(userinfo: str, at: str) -> tuple[str | None, str | None]:
+    """User name and password of a URL's ``userinfo@`` as redis-py reads ``redis://``'s."""
+    if not at:
+        return None, None
+    user, colon, secret = userinfo.partition(":")
+    # "user:pw@", ":pw@", and a lone "name@" is a user name
+    return unquote(user) or None, (unquote(secret) or None) if colon else None
+
+
+def _query_options(query: str, tls: bool, plain: str, secure: str) -> dict[str, Any]:
+    """The query parameters of a Sentinel or cluster URL, checked and converted as redis-py
+    converts them (``plain``/``secure``: the scheme without and with TLS, for the error)."""
+    names = [p.partition("=")[0] for p in query.split("&") if p]
+    unknown = [n for n in names if n not in QUERY_NAMES]
+    if unknown:
+        raise ValueError(
+            f"has {len(unknown)} query parameter(s) it does not read "
+            "(it reads password, socket_timeout, ssl_* …)"
+        )
+    if not tls and any(n.startswith("ssl") for n in names):
+        raise ValueError(
+            f"has TLS options (ssl_*), which {plain}:// does not take ({secure}:// does)"
+        )
+    try:
+        options = parse_url("redis://localhost/0?" + query)
+    except ValueError as exc:
+        # redis-py's text names the parameter, never its value
+        reason = str(exc).rstrip(".")
+        raise ValueError(f"has a query parameter of the wrong kind ({reason})") from None
+    for name in ("host", "db"):
+        options.pop(name, None)
+    return options
+
+
+def parse_cluster_url(url: str) -> ClusterTarget:
+    """Read ``redis(s)+cluster://[:password@|user:password@]host:port[,host:port…][/0][?…]``.
+
+    ``ValueError`` with one phrase that quotes nothing of the URL when it cannot be read. A
+    node's port defaults to 6379; the database must be 0 (a cluster has no other); the query
+    parameters are redis-py's (``socket_timeout`` …, and with ``rediss+cluster://`` the
+    ``ssl_*`` ones).
+    """
+    if not is_cluster_url(url):
+        raise ValueError(f"must look like {CLUSTER_SHAPE}")
+    parts = _split(url)
+    tls = parts.scheme == TLS_CLUSTER_SCHEME
+    if "@" in parts.path or "@" in parts.query or parts.fragment:
+        raise ValueError(
+            "has an '@' or '#' after the host list: percent-encode '/', '?', '#' and '@' "
+            "in a password"
+        )
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    username, password = _login(userinfo, at)
+    if not hosts:
+        raise ValueError("names no cluster node (host:port[,host:port…])")
+    nodes = tuple(
+        _sentinel_address(piece, "cluster node", REDIS_PORT) for piece in hosts.split(",")
+    )
+    db_text = parts.path.strip("/") if parts.path else ""
+    if parts.path.count("/") > 1 and db_text:
+        raise ValueError("has more than /0 in its path (a Redis Cluster has database 0 only)")
+    if db_text not in ("", "0"):
+        raise ValueError("names a database other than 0 (a Redis Cluster has database 0 only)")
+    options = _query_options(parts.query, tls, CLUSTER_SCHEME, TLS_CLUSTER_SCHEME)
+    for name in ("sentinel_username", "sentinel_password"):
+        if name in options:
+            raise ValueError(f"has {name}, which only Sentinel URLs take")
+    password = options.pop("password", password)
+    username = options.pop("username", username)
+    return ClusterTarget(nodes, username, password, tls, options)
+
+
 def url_problem(url: str) -> str | None:
     """Why redis-py cannot read ``url`` (one phrase, no secret), or None when it can."""
     if not url:
@@ -354,9 +445,12 @@ def url_problem(url: str) -> str | None:
         return f"is not a valid URL ({exc})"
     if parts.scheme not in SCHEMES:
         return f"must look like {URL_SHAPE}"
-    if parts.scheme in SENTINEL_SCHEMES:
+    if parts.scheme in SENTINEL_SCHEMES or parts.scheme in CLUSTER_SCHEMES:
         try:
-            parse_sentinel_url(url)
+            if parts.scheme in CLUSTER_SCHEMES:
+                parse_cluster_url(url)
+            else:
+                parse_sentinel_url(url)
         except ValueError as exc:
             return str(exc)
         return None
@@ -425,6 +519,8 @@ def _build(url: str, params: dict[str, Any], build: Any) -> Any:
     validate_url(url)
     try:
         return build()
+    except RedisConfigError:
+        raise
     except (TypeError, ValueError) as exc:
         reason = mask_secrets(str(exc), url_secrets(url))
         raise RedisUrlError(f"invalid REDIS_URL {mask_url(url)!r}: {reason}") from None
@@ -445,6 +541,8 @@ def url_user(url: str) -> str:
     try:
         if is_sentinel_url(url):
             return parse_sentinel_url(url).username or "default"
+        if is_cluster_url(url):
+            return parse_cluster_url(url).username or "default"
         return str(parse_url(url).get("username") or "default")
     except ValueError:
         return "default"
@@ -514,11 +612,47 @@ def permission_problem(
     return f"Redis user {url_user(url)!r} ({setting}) {what}: {said}"
 
 
+def _cluster_parts(url: str, params: dict[str, Any]) -> tuple[ClusterTarget, dict[str, Any]]:
+    """The target and every node's connection options (``health_check_interval`` is the single
+    connection pool's option, which RedisCluster does not take)."""
+    target = parse_cluster_url(url)
+    options = {**params, **target.options}  # the URL wins, as in redis-py's from_url
+    options.pop("health_check_interval", None)
+    if target.tls:
+        options = {**TLS_DEFAULTS, **options, "ssl": True}
+    if target.password:
+        options["password"] = target.password
+    if target.username:
+        options["username"] = target.username
+    return target, options
+
+
+def _cluster_unreachable(url: str, exc: BaseException) -> RedisConfigError:
+    """No start-up node of a cluster URL answered (or the cluster is down): one line."""
+    target = parse_cluster_url(url)
+    said = mask_secrets(str(exc), url_secrets(url)).strip().splitlines()
+    reason = said[0].rstrip(".") if said else type(exc).__name__
+    tls = tls_problem(exc, url, "a Redis Cluster node", at=target.where)
+    if tls is not None:
+        return RedisAuthError(tls)
+    if any(isinstance(e, redis.AuthenticationError) for e in exception_chain(exc)) or (
+        "WRONGPASS" in reason or "NOAUTH" in reason or "invalid password" in reason.lower()
+    ):
+        return RedisAuthError(
+            f"the Redis Cluster at {target.where} rejected the password (REDIS_URL)"
+        )
+    return RedisConfigError(
+        f"no node of the Redis Cluster at {target.where} answers (REDIS_URL): {reason}"
+    )
+
+
 def get_redis(url: str, **params: Any) -> redis.Redis:
     """Return the process-wide client for ``url`` (one connection pool per URL and parameters).
 
     A ``redis+sentinel://`` URL gives a client of the primary its Sentinels name now, and
-    after a failover the new one (asked again on every new connection).
+    after a failover the new one (asked again on every new connection). A ``redis+cluster://``
+    URL gives a ``redis.cluster.RedisCluster`` (it asks a start-up node for the slots at once:
+    ``RedisConfigError`` when none answers).
     """
 
     def build() -> redis.Redis:
@@ -526,6 +660,8 @@ def get_redis(url: str, **params: Any) -> redis.Redis:
             target, sentinel_kwargs, primary = _sentinel_parts(url, params)
             manager = redis.sentinel.Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs)
             return manager.master_for(target.service, **primary)
+        if is_cluster_url(url):
+            return _cluster_client(url, params)  # type: ignore[return-value]
         return redis.Redis.from_url(url, **_with_tls_defaults(url, params))
 
     key = (url, tuple(sorted(params.items())))
@@ -537,12 +673,56 @@ def get_redis(url: str, **params: Any) -> redis.Redis:
         return client
 
 
+def _outage(exc: redis.exceptions.RedisClusterException) -> redis.ConnectionError:
+    error = redis.ConnectionError(f"Redis Cluster: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+class _ClusterPipeline(redis.cluster.ClusterPipeline):
+    """A cluster pipeline whose "no node for this slot now" is a ``redis.ConnectionError``."""
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        try:
+            return super().execute(raise_on_error)
+        except redis.exceptions.RedisClusterException as exc:
+            raise _outage(exc) from exc
+
+
+class FleetCluster(redis.cluster.RedisCluster):
+    """redis-py's ``RedisCluster``, except that its own errors while the cluster reorganises
+    (``SlotNotCoveredError``, "cannot be connected": no ``redis.RedisError``) are raised as
+    ``redis.ConnectionError``: every caller already keeps its work and retries on those."""
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().execute_command(*args, **kwargs)
+        except redis.exceptions.RedisClusterException as exc:
+            raise _outage(exc) from exc
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+        pipe = super().pipeline(transaction, shard_hint)
+        pipe.__class__ = _ClusterPipeline
+        return pipe
+
+
+def _cluster_client(url: str, params: dict[str, Any]) -> redis.cluster.RedisCluster:
+    target, options = _cluster_parts(url, params)
+    nodes = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]
+    try:
+        return FleetCluster(startup_nodes=nodes, **options)
+    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
+        raise _cluster_unreachable(url, exc) from None
+
+
 def get_async_redis(url: str, *, blocking: bool = False, **params: Any) -> aioredis.Redis:
     """A new asyncio client for ``url`` (a service builds one and keeps it for its lifetime).
 
     ``blocking``: a request beyond ``max_connections`` waits up to ``timeout`` seconds for a
     free connection instead of failing. ``redis+sentinel://`` URLs follow failovers as
-    ``get_redis``'s clients do.
+    ``get_redis``'s clients do; ``redis+cluster://`` URLs give a
+    ``redis.asyncio.cluster.RedisCluster`` (it connects on its first command; ``blocking`` is
+    its per-node ``max_connections`` limit as it is).
     """
 
     def build() -> aioredis.Redis:
@@ -551,6 +731,11 @@ def get_async_redis(url: str, *, blocking: bool = False, **params: Any) -> aiore
             manager = aiosentinel.Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs)
             pool_class = _BlockingSentinelPool if blocking else aiosentinel.SentinelConnectionPool
             return manager.master_for(target.service, connection_pool_class=pool_class, **primary)
+        if is_cluster_url(url):
+            cluster, cluster_options = _cluster_parts(url, params)
+            cluster_options.pop("timeout", None)
+            nodes = [aiocluster.ClusterNode(host, port) for host, port in cluster.nodes]
+            return aiocluster.RedisCluster(startup_nodes=nodes, **cluster_options)  # type: ignore[return-value]
         options = _with_tls_defaults(url, params)
         if blocking:
             return aioredis.Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
@@ -626,8 +811,12 @@ def check_connection(client: redis.Redis, url: str, setting: str = "REDIS_URL") 
     and ``setting`` (where it was configured).
 
     ``RedisAuthError`` when Redis refuses the credentials (configuration), the base class when
-    it cannot be reached (an outage).
+    it cannot be reached (an outage). On a Redis Cluster: a node answers and says the cluster is
+    ``ok`` (``CLUSTER INFO``), else one line naming the start-up nodes.
     """
+    if isinstance(client, redis.cluster.RedisCluster):
+        _check_cluster(client, url)
+        return
     try:
         client.ping()
     except redis.sentinel.MasterNotFoundError:
@@ -658,3 +847,27 @@ def check_connection(client: redis.Redis, url: str, setting: str = "REDIS_URL") 
         raise RedisConfigError(
             f"cannot reach Redis at {mask_url(url)} ({setting}): {exc}"
         ) from None
+
+
+def _check_cluster(client: redis.cluster.RedisCluster, url: str) -> None:
+    """One line when no node answers or the first node that does says the cluster is not
+    ``ok`` (each node the client knows is asked in turn)."""
+    info: Any = None
+    error: BaseException | None = None
+    for node in client.get_nodes():
+        try:
+            info = client.cluster_info(target_nodes=node)
+            break
+        except redis.exceptions.NoPermissionError as exc:
+            raise RedisAuthError(permission_problem(exc, url, "CLUSTER INFO")) from None
+        except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
+            error = exc
+    if info is None:
+        raise _cluster_unreachable(url, error or redis.ConnectionError("no node known")) from None
+    state = str(info.get("cluster_state", "?")) if isinstance(info, dict) else "?"
+    if state != "ok":
+        where = parse_cluster_url(url).where
+        raise RedisConfigError(
+            f"the Redis Cluster at {where} is down (REDIS_URL): cluster_state is {state}, "
+            f"{info.get('cluster_slots_ok', '?')} of 16384 slots served"
+        )

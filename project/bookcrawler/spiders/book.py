@@ -16,7 +16,7 @@ import scrapy
 from scrapy.http import Response
 
 from bookcrawler.items import BookItem
-from crawlfleet.frontier.config import redis_from_settings
+from crawlfleet.frontier.config import redis_from_settings, redis_url
 from crawlfleet.frontier.keys import SpiderKeys
 
 PAGE_SIZE = 18
@@ -60,4 +60,5 @@ class BookSpider(scrapy.Spider):
         assert self.crawler.stats is not None
         self.crawler.stats.set_value("book/total", total)
         if self.settings.get("REDIS_URL"):
-            redis_from_settings(self.settings, check=False).set(SpiderKeys(self.name).total, total)
+            key = SpiderKeys.for_url(self.name, redis_url(self.settings)).total
+            redis_from_settings(self.settings, check=False).set(key, total)

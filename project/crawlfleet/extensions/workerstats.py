@@ -33,7 +33,7 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet.task import LoopingCall
 
 from crawlfleet import clusterview
-from crawlfleet.frontier.config import redis_from_settings
+from crawlfleet.frontier.config import redis_from_settings, redis_url
 from crawlfleet.frontier.fullhub import FullHub, is_full
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.redisconn import mask_url
@@ -147,7 +147,7 @@ class WorkerStats:
         stamp the worker record with the project and release."""
         assert self.crawler.stats is not None
         stats = self.crawler.stats.get_stats()
-        names = SpiderKeys(self.spider)
+        names = SpiderKeys.for_url(self.spider, redis_url(self.crawler.settings))
         keys = [
             names.ops_series(self.worker),
             names.ops_workers,

@@ -17,6 +17,7 @@ are pushed, popped, settled and reported (the Redis scripts, or the broker and i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import redis
+import redis.cluster
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.misc import build_from_crawler
@@ -376,10 +378,22 @@ class FrontierScheduler(BaseScheduler):
         want = self.config.wait_replicas
         if not want:
             return script(keys=keys, args=args)
-        pipe = self.client.pipeline(transaction=False)
-        script(keys=keys, args=args, client=pipe)
-        pipe.wait(want, self.config.wait_timeout_ms)
-        result, acked = pipe.execute()
+        client: Any = self.client
+        cluster = isinstance(client, redis.cluster.RedisCluster)
+        try:
+            if cluster:
+                # A cluster pipeline runs no script and sends WAIT to every primary on other
+                # connections: both go to the node of the crawl's slot, on one connection.
+                client = client.get_redis_connection(client.get_node_from_key(keys[0]))
+            pipe = client.pipeline(transaction=False)
+            script(keys=keys, args=args, client=pipe)
+            pipe.wait(want, self.config.wait_timeout_ms)
+            result, acked = pipe.execute()
+        except redis.RedisError:
+            if cluster:  # that node died or lost the slot (MOVED): learn the slots again
+                with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
+                    self.client.nodes_manager.initialize()  # type: ignore[attr-defined]
+            raise
         if int(acked) < want:
             raise NotReplicated(
                 f"{acked} of the {want} replica(s) SCHEDULER_WAIT_REPLICAS asks for took the "

@@ -11,7 +11,9 @@ them with one BITFIELD call and reports "new" when any old bit was 0, so a check
 atomic operation and one round trip (the frontier scheduler pastes the same function into its
 enqueue script). A filter larger than one Redis string (2^32 bits) is split into blocks; every bit
 of one fingerprint lives in one block, and each block key is its own Redis Cluster hash tag
-(``{book:bloomfilter:0}``), so blocks may sit on different shards without losing atomicity.
+(``{book:bloomfilter:0}``), so blocks may sit on different shards without losing atomicity. A key
+that carries a hash tag already (a crawl's key on a Redis Cluster) names its blocks ``<key>:0``,
+``<key>:1`` …: they stay in the crawl's slot, beside the queue.
 
 The parameters (bits, hashes, blocks) are recorded in ``<key>:meta`` when the filter is created
 (and its blocks allocated at full size), so a worker configured differently fails loudly instead
@@ -30,9 +32,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 from scrapy.settings import BaseSettings
 
-from crawlfleet.frontier.keys import BLOOMFILTER_KEY
+from crawlfleet.frontier.keys import BLOOMFILTER_KEY, has_hash_tag
+from crawlfleet.redisconn import is_cluster_url
 
 logger = logging.getLogger(__name__)
 
@@ -227,10 +231,15 @@ class BloomLayout:
         # The real size: every block has block_bits bits.
         self.bits = block_bits * blocks
         self.meta_key = f"{self.key}:meta"
-        # Each block name is a whole hash tag of its own, so Redis Cluster may spread the blocks.
-        self.block_keys = (
-            [self.key] if blocks == 1 else [f"{{{self.key}:{i}}}" for i in range(blocks)]
-        )
+        # Each block name is a whole hash tag of its own, so Redis Cluster may spread the blocks;
+        # a key that carries a hash tag already (a crawl's key on a cluster) keeps its blocks in
+        # its slot, where the enqueue script that sets their bits runs.
+        if blocks == 1:
+            self.block_keys = [self.key]
+        elif has_hash_tag(self.key):
+            self.block_keys = [f"{self.key}:{i}" for i in range(blocks)]
+        else:
+            self.block_keys = [f"{{{self.key}:{i}}}" for i in range(blocks)]
         self._item = struct.Struct(f">{hashes}I")
         self.item_size = self._item.size
         # Enhanced double hashing: g_i = h1 + i*h2 + (i^3 - i)/6.
@@ -408,6 +417,10 @@ class BloomFilter:
     def _allocate(self, reset: bool) -> None:
         """Create missing blocks at full size (emptying them first when ``reset``)."""
         last_byte = -(-self.layout.block_bits // 8) - 1
+        if isinstance(self.redis, RedisCluster):  # a cluster pipeline runs no script
+            for block_key in self.block_keys:
+                self.redis.eval(_ALLOCATE_SCRIPT, 1, block_key, last_byte, "1" if reset else "0")
+            return
         pipe = self.redis.pipeline(transaction=False)
         for block_key in self.block_keys:
             pipe.eval(_ALLOCATE_SCRIPT, 1, block_key, last_byte, "1" if reset else "0")
@@ -511,6 +524,15 @@ class BloomFilter:
         return [bytes(r) for r in replies]
 
     def _pipeline(self, script: Any, calls: Sequence[tuple[str, bytes, int]]) -> list[Any]:
+        if isinstance(self.redis, RedisCluster):
+            # a cluster pipeline runs no script: one call after the other, errors in place
+            replies: list[Any] = []
+            for key, data, step in calls:
+                try:
+                    replies.append(self.redis.evalsha(script.sha, 1, key, data, step))
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+            return replies
         pipe = self.redis.pipeline(transaction=False)
         for key, data, step in calls:
             pipe.execute_command("EVALSHA", script.sha, 1, key, data, step)
@@ -586,10 +608,14 @@ def _setting(settings: BaseSettings, name: str, kind: type, default: Any = None)
 
 
 def layout_from_settings(settings: BaseSettings, spider: str) -> BloomLayout:
-    """The Bloom filter layout for ``spider`` from the ``BLOOMFILTER_*`` Scrapy settings."""
+    """The Bloom filter layout for ``spider`` from the ``BLOOMFILTER_*`` Scrapy settings (its
+    key tagged ``{<spider>}`` on a Redis Cluster)."""
+    from crawlfleet.frontier.config import redis_url
+
     template = settings.get(BLOOMFILTER_KEY.setting) or BLOOMFILTER_KEY.default
+    tagged = is_cluster_url(redis_url(settings))
     return BloomLayout(
-        BLOOMFILTER_KEY.resolve(template, spider, BloomConfigError),
+        BLOOMFILTER_KEY.resolve(template, spider, BloomConfigError, tagged=tagged),
         _setting(settings, "BLOOMFILTER_CAPACITY", int, DEFAULT_CAPACITY),
         _setting(settings, "BLOOMFILTER_ERROR_RATE", float, DEFAULT_ERROR_RATE),
         bit=_setting(settings, "BLOOMFILTER_BIT", int),

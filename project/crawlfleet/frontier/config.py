@@ -24,7 +24,13 @@ from crawlfleet.frontier.keys import (
     KeySetting,
     SpiderKeys,
 )
-from crawlfleet.redisconn import check_connection, get_redis, is_sentinel_url, mask_url
+from crawlfleet.redisconn import (
+    check_connection,
+    get_redis,
+    is_cluster_url,
+    is_sentinel_url,
+    mask_url,
+)
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # socket_timeout bounds how long any frontier call can block the reactor: no retries inside a
@@ -84,8 +90,9 @@ def redis_from_settings(settings: BaseSettings, check: bool = True) -> redis.Red
 
 
 def default_wait(url: str) -> int:
-    """``SCHEDULER_WAIT_REPLICAS``'s default: 1 through Sentinel (a failover loses no enqueue)."""
-    return 1 if is_sentinel_url(url) else 0
+    """``SCHEDULER_WAIT_REPLICAS``'s default: 1 through Sentinel and on a Redis Cluster (a
+    failover loses no enqueue)."""
+    return 1 if is_sentinel_url(url) or is_cluster_url(url) else 0
 
 
 def _positive(settings: BaseSettings, name: str, default: float) -> float:
@@ -100,8 +107,10 @@ def _positive(settings: BaseSettings, name: str, default: float) -> float:
 
 
 def _key(settings: BaseSettings, key: KeySetting, spider: str) -> str:
-    """The name of a renameable key (``SCHEDULER_QUEUE_KEY`` …) for ``spider``."""
-    return key.resolve(settings.get(key.setting), spider, FrontierConfigError)
+    """The name of a renameable key (``SCHEDULER_QUEUE_KEY`` …) for ``spider`` (with its hash
+    tag on a Redis Cluster)."""
+    tagged = is_cluster_url(redis_url(settings))
+    return key.resolve(settings.get(key.setting), spider, FrontierConfigError, tagged=tagged)
 
 
 def load_class(name: str, path: Any) -> type:
@@ -261,8 +270,14 @@ class FrontierConfig:
 
     @property
     def keys(self) -> SpiderKeys:
-        """The crawl's other key names (the three above may be renamed by settings)."""
-        return SpiderKeys(self.spider)
+        """The crawl's other key names (the three above may be renamed by settings); on a Redis
+        Cluster all of them carry the hash tag ``{<spider>}``."""
+        return SpiderKeys.for_url(self.spider, self.url)
+
+    @property
+    def cluster(self) -> bool:
+        """Whether ``REDIS_URL`` is a Redis Cluster (``redis(s)+cluster://``)."""
+        return is_cluster_url(self.url)
 
     @property
     def masked_url(self) -> str:

@@ -22,6 +22,7 @@ from scrapy.utils.request import RequestFingerprinterProtocol, referer_str
 from crawlfleet.frontier.bloom import LUA_CHECK_AND_ADD as BLOOM_CHECK_AND_ADD
 from crawlfleet.frontier.bloom import BloomFilter, BloomLayout, layout_from_settings
 from crawlfleet.frontier.keys import DUPEFILTER_KEY
+from crawlfleet.redisconn import is_cluster_url
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -114,11 +115,12 @@ class SetDupeFilter(RedisDupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SetDupeFilter:
-        from crawlfleet.frontier.config import FrontierConfigError, redis_from_settings
+        from crawlfleet.frontier.config import FrontierConfigError, redis_from_settings, redis_url
 
         spider = crawler.spider.name if crawler.spider else getattr(crawler.spidercls, "name", "")
         template = crawler.settings.get(DUPEFILTER_KEY.setting)
-        key = DUPEFILTER_KEY.resolve(template, spider, FrontierConfigError)
+        tagged = is_cluster_url(redis_url(crawler.settings))
+        key = DUPEFILTER_KEY.resolve(template, spider, FrontierConfigError, tagged=tagged)
         client = redis_from_settings(crawler.settings)
         found = client.type(key)
         if found not in (b"none", b"set", "none", "set"):

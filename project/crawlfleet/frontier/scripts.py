@@ -10,8 +10,9 @@ lease deadlines use the Redis server's clock, so workers' clocks may disagree.
 Every script receives ``KEYS = {queue, seq, start_urls}`` and
 ``ARGV = {prefix, worker, lease_ms, start_urls_is_set, ...}``. Every other key is derived from
 the prefix (``<spider>``) in one part, ``keys.lua``; key layout: docs/reference/redis-keys.md.
-Reaping touches other workers' lease keys, so the frontier needs a single Redis (or one Cluster
-shard), not a cluster.
+Reaping touches other workers' lease keys, so all of a crawl's keys must live in one slot: on a
+Redis Cluster the prefix is the hash tag ``{<spider>}`` (``SpiderKeys.tagged``), so every script
+runs on the one node serving it.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from importlib.resources import files
 from urllib.parse import urlsplit
 
 import redis
+from redis.cluster import RedisCluster
 
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.scripts import NOW_MS
@@ -179,7 +180,8 @@ class Budget:
     ) -> None:
         self.client = client
         self.config = config
-        self.keys = SpiderKeys(config.namespace)
+        # on a Redis Cluster every key of the namespace carries its hash tag: one slot
+        self.keys = SpiderKeys(config.namespace, tagged=isinstance(client, RedisCluster))
         self._injected = clock is not None
         self.clock: Callable[[], float] = clock or time.monotonic
         self._lease = client.register_script(LEASE)
