@@ -25,7 +25,7 @@ releases() {
   if [ $# -gt 0 ]; then printf '%s\n' "$@"; return; fi
   echo bookworm
   local entry
-  for entry in ${LAB_RELEASES//,/ }; do
+  for entry in ${LAB_RELEASES:+${LAB_RELEASES//,/ }}; do
     [[ $entry == *=* ]] || die "LAB_RELEASES entry '$entry' is not host=release (e.g. LAB_RELEASES=a=trixie,c=trixie)"
     echo "${entry#*=}"
   done

@@ -83,7 +83,7 @@ close_ssh_masters() {
 # bookworm's (LAB_IMAGE).
 image_of() {
   local entry
-  for entry in ${LAB_RELEASES//,/ }; do
+  for entry in ${LAB_RELEASES:+${LAB_RELEASES//,/ }}; do
     if [ "${entry%%=*}" = "$1" ] && [ "${entry#*=}" != bookworm ]; then
       echo "crawlfleet/lab-${entry#*=}:latest"
       return
