@@ -7,7 +7,7 @@ PYTEST := $(VENV)/bin/pytest
 export PATH := $(CURDIR)/$(VENV)/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help install check lint unit integration lab lab-rabbitmq lab-security lab-valkey lab-projects lab-ha fuzz test demo bench lab-up lab-down lab-status clean
+.PHONY: help install check lint unit integration lab lab-rabbitmq lab-security lab-valkey lab-mixed lab-projects lab-ha fuzz test demo bench lab-up lab-down lab-status clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ lab-security: install ## the lab converged with TLS between hosts and the Redis 
 
 lab-valkey: install ## a fresh lab whose hub runs Valkey (LAB_REDIS_FLAVOR=valkey): crawl, restart drill, changed=0 (not in make test)
 	LAB_REDIS_FLAVOR=valkey $(PYTEST) -m valkey tests/lab
+
+lab-mixed: install ## a fresh mixed lab: hub a and worker c on Debian 13, b on 12, Valkey on the hub: releases, Pythons, crawl, worker killed, changed=0 (not in make test)
+	LAB_RELEASES=a=trixie,c=trixie LAB_REDIS_FLAVOR=valkey $(PYTEST) -m mixed tests/lab
 
 lab-projects: install ## a team's own project (examples/linkcrawler) beside bookcrawler: deploy, both crawl, a worker killed, roll-out and roll-back (not in make test)
 	$(PYTEST) -m projects tests/lab

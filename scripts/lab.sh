@@ -79,13 +79,28 @@ close_ssh_masters() {
   rmdir .lab/cp 2>/dev/null || true
 }
 
-# A lab created from an older image keeps running it: say so rather than mixing images.
+# The image the Vagrantfile gives a machine: its release of LAB_RELEASES (host=release,...), else
+# bookworm's (LAB_IMAGE).
+image_of() {
+  local entry
+  for entry in ${LAB_RELEASES:+${LAB_RELEASES//,/ }}; do
+    if [ "${entry%%=*}" = "$1" ] && [ "${entry#*=}" != bookworm ]; then
+      echo "crawlfleet/lab-${entry#*=}:latest"
+      return
+    fi
+  done
+  echo "${LAB_IMAGE:-crawlfleet/lab-bookworm:latest}"
+}
+
+# A lab created from an older image (or with other LAB_RELEASES) keeps running it: say so rather
+# than mixing images.
 warn_old_image() {
-  local want id
-  want=$(docker image inspect -f '{{ .Id }}' "${LAB_IMAGE:-crawlfleet/lab-bookworm:latest}")
+  local id name want
   for id in $(docker_lab_containers); do
+    name=$(docker inspect -f '{{ .Name }}' "$id")
+    want=$(docker image inspect -f '{{ .Id }}' "$(image_of "${name#/crawlfleet-}")" 2>/dev/null || true)
     if [ "$(docker inspect -f '{{ .Image }}' "$id")" != "$want" ]; then
-      say "note: the lab runs an older build of the image; 'make lab-down lab-up' recreates it"
+      say "note: ${name#/} runs another image than $(image_of "${name#/crawlfleet-}") (an older build, or other LAB_RELEASES); 'make lab-down lab-up' recreates it"
       return
     fi
   done

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 from labcrawl import VENV_BIN, LabCrawl
-from labhosts import ROOT, Lab
-from labroles import HUB
+from labhosts import ROOT, Lab, run
+from labroles import HUB, restart_container
 from support.waiting import wait_until
 
 from crawlfleet.demosite.catalogue import Catalogue
@@ -59,6 +59,25 @@ def in_flight(view: dict[str, Any], *hosts: str) -> int:
     (leases taken between the snapshot and the disruption)."""
     rows = [row for row in view["workers"] if row["host"] in hosts and row["alive"]]
     return sum(row["leased"] for row in rows) + PREFETCH_MARGIN * len(rows)
+
+
+def assert_survives_worker_kill(
+    lab: Lab, crawl: LabCrawl, expected: set[str], victim: str, survivor: str
+) -> None:
+    """The worker-kill drill: both workers crawl, `victim`'s host is SIGKILLed mid-crawl and
+    `survivor` alone finishes, picking up the victim's requests once their leases expire; every
+    book once, duplicates bounded by what the victim held. The victim's host is booted again."""
+    crawl.systemctl("start", (victim, survivor))
+    before = crawl.wait_progress(0.3)
+    crawl.reader = survivor  # the hub is read through a live worker
+    run(["docker", "kill", "--signal", "KILL", f"crawlfleet-{victim}"], timeout=60)
+    try:
+        view = crawl.wait_done(timeout=420, hosts=[survivor])
+        assert view["requeued"] > 0, view
+        assert_complete(crawl, expected, in_flight_bound=in_flight(before, victim))
+    finally:
+        run(["docker", "start", f"crawlfleet-{victim}"], timeout=120)
+        restart_container(lab, victim)
 
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"

@@ -7,10 +7,10 @@ hub's Redis, never on log lines."""
 from __future__ import annotations
 
 import pytest
-from labchecks import assert_complete, clock_ahead, in_flight
+from labchecks import assert_complete, assert_survives_worker_kill, clock_ahead, in_flight
 from labcrawl import LabCrawl, per_host
 from labhosts import Lab, run
-from labroles import HUB_SERVER, restart_container
+from labroles import HUB_SERVER
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -47,18 +47,7 @@ def test_the_book_crawl_collects_every_book_once_with_both_workers(
 def test_a_worker_killed_mid_crawl_loses_nothing(
     lab: Lab, crawl: LabCrawl, catalogue_ids: set[str]
 ) -> None:
-    start_workers(crawl)
-    before = crawl.wait_progress(0.3)
-    crawl.reader = "c"  # the hub is read through a live worker
-    run(["docker", "kill", "--signal", "KILL", "crawlfleet-b"], timeout=60)
-    try:
-        # c alone finishes, picking up b's requests once their leases expire.
-        view = crawl.wait_done(timeout=420, hosts=["c"])
-        assert view["requeued"] > 0, view
-        assert_complete(crawl, catalogue_ids, in_flight_bound=in_flight(before, "b"))
-    finally:
-        run(["docker", "start", "crawlfleet-b"], timeout=120)
-        restart_container(lab, "b")
+    assert_survives_worker_kill(lab, crawl, catalogue_ids, victim="b", survivor="c")
 
 
 def test_every_worker_stopped_and_started_resumes_the_crawl(

@@ -118,3 +118,24 @@ def test_lab_sh_says_what_it_needs() -> None:
         proc = run([*unprivileged, *script.split()], check=False)
         assert proc.returncode == 1, proc
         assert "needs root" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("releases", "vagrant_says", "image_says"),
+    [
+        ("a", "LAB_RELEASES entry 'a' is not host=release", "LAB_RELEASES entry 'a' is not"),
+        ("x=trixie", "LAB_RELEASES names 'x', which is not a lab host", None),
+        ("a=sid", "LAB_RELEASES gives a release 'sid'", "no lab image for release 'sid'"),
+    ],
+)
+def test_a_wrong_lab_releases_stops_the_lab_in_one_line(
+    releases: str, vagrant_says: str, image_says: str | None
+) -> None:
+    # The Vagrantfile refuses it before any machine is looked at; lab-image.sh before dockerd.
+    proc = run(["env", f"LAB_RELEASES={releases}", "vagrant", "status"], check=False)
+    assert proc.returncode != 0 and vagrant_says in proc.stderr, proc
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    if image_says:
+        proc = run(["env", f"LAB_RELEASES={releases}", "scripts/lab-image.sh"], check=False)
+        assert proc.returncode == 1 and image_says in proc.stderr, proc
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
