@@ -107,10 +107,12 @@ def test_three_hubs_are_one_primary_two_replicas_and_three_sentinels(ha_lab: Lab
 import json, os
 from crawlfleet.redisconn import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=5)
-client.set("crawlfleet:check:ha", "1")
-print(json.dumps(client.info("replication")["role"]))
+print(json.dumps(client.set("crawlfleet:check:ha", "1")))  # a replica answers READONLY
 """
-    assert host_python(ha_lab, WORKER, code, worker_env=True) == "master"
+    assert host_python(ha_lab, WORKER, code, worker_env=True) is True  # the crawler may not INFO
+    operator = shlex.quote(lab_secret("vault_redis_operator_password"))
+    cli = f"sudo env REDISCLI_AUTH={operator} redis-cli -s {SOCKET} --user operator --raw"
+    assert ha_lab.ssh(HUB, f"{cli} GET crawlfleet:check:ha").stdout.strip() == "1"  # on a
     # The crawler's user finds the primary and cannot steer the Sentinels; plain text is refused.
     probe = f"""
 import json, os, redis
