@@ -43,6 +43,9 @@ class Site:
     chain: int = 0
     chain_delay: float = 0.3
     broken_links: int = 0
+    # When set: every answer waits until it is open (a test that needs all its workers in the
+    # crawl before the first page is served closes it, then opens it).
+    gate: threading.Event | None = None
     hits: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
@@ -101,6 +104,8 @@ def site() -> Iterator[Site]:
 
     class Handler(QuietHandler):
         def do_GET(self) -> None:
+            if state.gate is not None:
+                state.gate.wait(timeout=120)
             status, body, delay = state.body(self.path)
             with state.lock:
                 state.hits[self.path] += 1

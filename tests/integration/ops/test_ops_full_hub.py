@@ -44,7 +44,8 @@ def test_a_full_hub_pauses_the_crawl_and_it_resumes_losing_nothing(
     workers = [start_worker(site.url, settings, name) for name in ("one", "two")]
     client = own_redis.client()
     assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
-    wait_until(lambda: sum(len(w.parsed()) for w in workers) >= 15, what="some pages crawled")
+    # both crawling before the hub fills: on a loaded machine one may still be starting
+    wait_until(lambda: all(len(w.parsed()) >= 5 for w in workers), what="both workers crawling")
 
     used = int(client.info("memory")["used_memory"])
     client.config_set("maxmemory", str(used + 4096))
