@@ -270,9 +270,7 @@ class SentinelTarget:
         return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.sentinels)
 
 
-def _sentinel_address(
-    piece: str, what: str = "Sentinel", default_port: int = SENTINEL_PORT
-) -> tuple[str, int]:
+def _host_address(piece: str, what: str, default_port: int) -> tuple[str, int]:
     """``(host, port)`` of one ``host[:port]`` of a host list (``what``: its kind, for errors)."""
     if piece.startswith("["):
         host, bracket, rest = piece[1:].partition("]")
@@ -307,16 +305,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
         raise ValueError(f"must look like {SENTINEL_SHAPE}")
     parts = _split(url)
     tls = parts.scheme == TLS_SENTINEL_SCHEME
-    if "@" in parts.path or "@" in parts.query or parts.fragment:
-        raise ValueError(
-            "has an '@' or '#' after the host list: percent-encode '/', '?', '#' and '@' "
-            "in a password"
-        )
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    username, password = _login(userinfo, at)
-    if not hosts:
-        raise ValueError("names no Sentinel (host:port[,host:port…])")
-    sentinels = tuple(_sentinel_address(piece) for piece in hosts.split(","))
+    username, password, sentinels = _login_and_hosts(parts, "Sentinel", SENTINEL_PORT)
     segments = parts.path.split("/")[1:] if parts.path else []
     if segments and segments[-1] == "":
         segments.pop()  # a trailing slash
@@ -372,6 +361,24 @@ def _login(userinfo: str, at: str) -> tuple[str | None, str | None]:
     return unquote(user) or None, (unquote(secret) or None) if colon else None
 
 
+def _login_and_hosts(
+    parts: SplitResult, what: str, default_port: int
+) -> tuple[str | None, str | None, tuple[tuple[str, int], ...]]:
+    """User name, password and ``(host, port)`` list of a URL with several hosts (Sentinel or
+    cluster: ``what`` names one host's kind in errors, ``default_port`` its port when left out)."""
+    if "@" in parts.path or "@" in parts.query or parts.fragment:
+        raise ValueError(
+            "has an '@' or '#' after the host list: percent-encode '/', '?', '#' and '@' "
+            "in a password"
+        )
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    username, password = _login(userinfo, at)
+    if not hosts:
+        raise ValueError(f"names no {what} (host:port[,host:port…])")
+    addresses = tuple(_host_address(piece, what, default_port) for piece in hosts.split(","))
+    return username, password, addresses
+
+
 def _query_options(query: str, tls: bool, plain: str, secure: str) -> dict[str, Any]:
     """The query parameters of a Sentinel or cluster URL, checked and converted as redis-py
     converts them (``plain``/``secure``: the scheme without and with TLS, for the error)."""
@@ -409,18 +416,7 @@ def parse_cluster_url(url: str) -> ClusterTarget:
         raise ValueError(f"must look like {CLUSTER_SHAPE}")
     parts = _split(url)
     tls = parts.scheme == TLS_CLUSTER_SCHEME
-    if "@" in parts.path or "@" in parts.query or parts.fragment:
-        raise ValueError(
-            "has an '@' or '#' after the host list: percent-encode '/', '?', '#' and '@' "
-            "in a password"
-        )
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    username, password = _login(userinfo, at)
-    if not hosts:
-        raise ValueError("names no cluster node (host:port[,host:port…])")
-    nodes = tuple(
-        _sentinel_address(piece, "cluster node", REDIS_PORT) for piece in hosts.split(",")
-    )
+    username, password, nodes = _login_and_hosts(parts, "cluster node", REDIS_PORT)
     db_text = parts.path.strip("/") if parts.path else ""
     if parts.path.count("/") > 1 and db_text:
         raise ValueError("has more than /0 in its path (a Redis Cluster has database 0 only)")
