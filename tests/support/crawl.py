@@ -144,6 +144,24 @@ class Worker:
         return dict(json.loads(self.result.read_text()))
 
 
+def assert_crawl_survived(site: Site, workers: list[Worker], bound: int, timeout: float) -> int:
+    """After an outage of the frontier's Redis mid-crawl (a failover): every worker finished,
+    having noticed and retried; every page was crawled and reached the spider, at most ``bound``
+    times more than once (what was in flight). Returns how many extra crawls there were."""
+    for worker in workers:
+        assert worker.wait(timeout) == 0, worker.log.read_text()[-3000:]
+    assert site.crawled() == site.expected()
+    twice = {p: n for p, n in site.hits.items() if p in site.expected() and n > 1}
+    assert sum(n - 1 for n in twice.values()) <= bound, twice
+    parsed = Counter(path for worker in workers for path in worker.parsed())
+    assert set(parsed) == site.expected()  # every page reached the spider
+    assert sum(parsed.values()) - len(parsed) <= bound, parsed
+    for worker in workers:
+        assert worker.summary()["reason"] == "finished"
+        assert "Frontier Redis" in worker.log.read_text()  # it noticed and retried
+    return sum(n - 1 for n in twice.values())
+
+
 def frontier_settings(redis_url: str, **extra: object) -> dict[str, object]:
     settings: dict[str, object] = {
         "REDIS_URL": redis_url,
