@@ -57,8 +57,8 @@ fuzz: install ## the property-based tests of hostile input with a large budget (
 test: ## everything, in order, stopping at the first failure: install, check (lint, unit), integration, lab
 	@scripts/install-deps.sh
 	@$(MAKE) --no-print-directory check
-	$(PYTEST) tests/integration
-	$(PYTEST) tests/lab
+	$(PYTEST) --durations=25 tests/integration
+	$(PYTEST) --durations=25 tests/lab
 
 demo: install ## bring up the lab, provision it with site.yml, crawl the demo site with workers b and c, sum it up
 	@scripts/demo.sh

@@ -55,10 +55,20 @@ class BenchContext:
 
 
 def discover(only: list[str]) -> list[Path]:
+    """The modules to run: all, or for each name of ``only`` the module ``bench_<name>`` when
+    there is one (``--only lab`` is bench_lab.py alone), else those whose name contains it."""
     modules = sorted(Path(__file__).parent.glob("bench_*.py"))
-    if only:
-        modules = [m for m in modules if any(name in m.stem for name in only)]
-    return modules
+    if not only:
+        return modules
+    stems = {m.stem for m in modules}
+
+    def chosen(module: Path) -> bool:
+        return any(
+            module.stem == f"bench_{name}" if f"bench_{name}" in stems else name in module.stem
+            for name in only
+        )
+
+    return [m for m in modules if chosen(m)]
 
 
 def load(path: Path):
@@ -95,7 +105,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument(
-        "--only", nargs="*", default=[], help="run modules whose name contains this"
+        "--only",
+        nargs="*",
+        default=[],
+        help="run bench_NAME.py (or, when there is none, the modules whose name contains NAME)",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "results")
     parser.add_argument("--peer-python", type=Path, default=ROOT / ".bench/peers-venv/bin/python")
