@@ -306,6 +306,22 @@ def hosts_added(group: str, hosts: dict[str, str]) -> Iterator[None]:
         path.write_text(original)
 
 
+@contextlib.contextmanager
+def worker_added(name: str, address: str, timeout: float = 1200) -> Iterator[float]:
+    """A worker host `name` (at `address`) added to the running lab as docs/deploy.md says
+    ("Adding a worker": the machine, the hubs' facts, `site.yml --limit NAME`); yields the wall
+    seconds of that `site.yml` run. The machine is destroyed and the inventory restored after."""
+    with hosts_added("crawlers", {name: address}):
+        try:
+            run(["vagrant", "up", name, "--no-provision"], timeout=900)
+            run(["ansible", "redis:proxypool:accountpool", "-m", "ansible.builtin.setup"])
+            start = time.monotonic()
+            run(["ansible-playbook", "site.yml", "--limit", name], timeout=timeout)
+            yield time.monotonic() - start
+        finally:
+            run(["vagrant", "destroy", "-f", name], timeout=300)
+
+
 def summary_numbers(view: dict[str, Any]) -> dict[str, Any]:
     keys = ("total", "items", "queued", "leased", "acked", "enqueued", "filtered", "workers_alive")
     return {k: view.get(k) for k in keys}

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from labcrawl import LabCrawl, hosts_added
+from labcrawl import LabCrawl, worker_added
 from labcrawl import run as lab_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,26 +78,20 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         "-e", f'{{"lab_demosite_extra_env": {{"DEMOSITE_LATENCY_MS": "{LATENCY_MS}"}}}}',
         "-e", f'{{"crawler_extra_env": {{"CRAWLER_CONCURRENT_REQUESTS": "{CONCURRENCY}"}}}}',
     ]  # fmt: skip
-    with hosts_added("crawlers", {NEW: NEW_ADDRESS}):
-        try:
-            lab_run(["vagrant", "up", NEW, "--no-provision"], timeout=900)
-            lab_run(["ansible", "redis:proxypool:accountpool", "-m", "ansible.builtin.setup"])
-            row("add worker d: site.yml --limit d", "wall time",
-                timed(["ansible-playbook", "site.yml", "--limit", NEW]), "s",
-                "machine already up; common, release, crawler, firewall admission")  # fmt: skip
-            timed(["ansible-playbook", "site.yml", "--tags", "lab,crawlers", *bench_vars])
-            rates = {}
-            for hosts in (["b"], ["b", "c"], ["b", "c", NEW]):
-                rate, wall, pages = crawl_rate(hosts, books)
-                rates[len(hosts)] = rate
-                note = (f"{books} books, {pages} pages, {LATENCY_MS} ms per response, "
-                        f"CONCURRENT_REQUESTS={CONCURRENCY}, {wall:.0f} s wall")  # fmt: skip
-                row(f"crawl with {len(hosts)} worker host(s)", "pages/s", rate, "pages/s", note)
-            for n in (2, 3):
-                row(f"crawl with {n} worker hosts", "scaling efficiency",
-                    rates[n] / (n * rates[1]), "ratio",
-                    "pages/s with N hosts / (N x pages/s with one)")  # fmt: skip
-        finally:
-            lab_run(["vagrant", "destroy", "-f", NEW], timeout=300)
+    with worker_added(NEW, NEW_ADDRESS) as limit_seconds:
+        row("add worker d: site.yml --limit d", "wall time", limit_seconds, "s",
+            "machine already up; common, release, crawler, firewall admission")  # fmt: skip
+        timed(["ansible-playbook", "site.yml", "--tags", "lab,crawlers", *bench_vars])
+        rates = {}
+        for hosts in (["b"], ["b", "c"], ["b", "c", NEW]):
+            rate, wall, pages = crawl_rate(hosts, books)
+            rates[len(hosts)] = rate
+            note = (f"{books} books, {pages} pages, {LATENCY_MS} ms per response, "
+                    f"CONCURRENT_REQUESTS={CONCURRENCY}, {wall:.0f} s wall")  # fmt: skip
+            row(f"crawl with {len(hosts)} worker host(s)", "pages/s", rate, "pages/s", note)
+        for n in (2, 3):
+            row(f"crawl with {n} worker hosts", "scaling efficiency",
+                rates[n] / (n * rates[1]), "ratio",
+                "pages/s with N hosts / (N x pages/s with one)")  # fmt: skip
     lab_run(["scripts/lab.sh", "down"], timeout=600)
     return rows

@@ -23,7 +23,7 @@ import subprocess
 import time
 from typing import Any
 
-from labcrawl import ROOT, LabCrawl, LiveView, hosts_added, per_host, scrapy_total
+from labcrawl import ROOT, LabCrawl, LiveView, per_host, scrapy_total, worker_added
 from labcrawl import run as lab_run
 
 SECTION = "lab: politeness (issue 16)"
@@ -52,8 +52,6 @@ def one_crawl(timeout: float = 600) -> dict[str, float]:
         "busy": busy / allowed if allowed else 0.0,
         "overall": pages / elapsed / allowed if allowed else 0.0,
         "refused": refused / responses if responses else 0.0,
-        "refused_n": refused,
-        "responses": responses,
         "once": float(len(set(ids)) == int(view.get("total") or -1)),
         "elapsed": elapsed,
         "pages": pages,
@@ -88,14 +86,8 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     ).stdout.strip()  # fmt: skip
     lab_run(["scripts/lab.sh", "up"], timeout=1800)
     measure(2)
-    with hosts_added("crawlers", {NEW: NEW_ADDRESS}):
-        try:
-            lab_run(["vagrant", "up", NEW, "--no-provision"], timeout=900)
-            lab_run(["ansible", "redis:proxypool:accountpool", "-m", "ansible.builtin.setup"])
-            lab_run(["ansible-playbook", "site.yml", "--limit", NEW], timeout=1800)
-            measure(3)
-        finally:
-            lab_run(["vagrant", "destroy", "-f", NEW], timeout=300)
+    with worker_added(NEW, NEW_ADDRESS, timeout=1800):
+        measure(3)
     if not running:
         lab_run(["scripts/lab.sh", "down"], timeout=600)
     return rows
