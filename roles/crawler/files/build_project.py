@@ -261,6 +261,9 @@ def build(
         files = sources(tree)
         if not files:
             raise ProjectError(f"src {project.get('src')} holds no files")
+        # Every other Python's binary wheels first: a requirement missing one is named for
+        # that host's Python, whether or not it would build here from source.
+        releases = {t["name"]: cross_release(project, build_dir, t, tree, files) for t in targets}
         wheels, venv = requirement_wheels(build_dir, platform, reqs, req_key)
         spiders = check_spiders(project, venv, tree)
         digest = hashlib.sha256(req_key.encode() + b"\0")
@@ -268,7 +271,6 @@ def build(
             digest.update(str(rel).encode() + b"\0" + (tree / rel).read_bytes() + b"\0")
         key = digest.hexdigest()[:16]
         tar = package(build_dir / str(project["name"]) / f"release-{key}.tar", tree, wheels, reqs)
-        releases = {t["name"]: cross_release(project, build_dir, t, tree, files) for t in targets}
     return {
         "key": key,
         "tar": str(tar),
