@@ -61,6 +61,26 @@ def last_line(text: str) -> str:
     return (errors or lines or ["(no output)"])[-1]
 
 
+def pip_failure(text: str) -> str:
+    """Why ``pip wheel`` failed, in one line: the last line the failing build printed (its
+    exception, above pip's ``[end of output]``) and the package pip names, else pip's own error."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    packages = [
+        line.split("Failed building wheel for ", 1)[1]
+        for line in lines
+        if "Failed building wheel for " in line
+    ]
+    causes = [
+        lines[i - 1]
+        for i, line in enumerate(lines)
+        if line == "[end of output]" and i > 0 and not lines[i - 1].startswith(("╰─>", "[end"))
+    ]
+    if causes:
+        where = f"building {packages[0]}: " if packages else ""
+        return f"{where}{causes[0]}"
+    return last_line(text)
+
+
 def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
 
@@ -125,7 +145,7 @@ def requirement_wheels(
         if built.returncode != 0:
             raise ProjectError(
                 f"the requirements {' '.join(requirements)} cannot be built into the wheelhouse: "
-                f"{last_line(built.stderr)}"
+                f"{pip_failure(built.stderr)}"
             )
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     installed = run(

@@ -185,15 +185,20 @@ def test_a_dependency_without_a_cp313_wheel_is_one_line_before_anything_is_built
 
 
 def check_project(
-    built: tuple[Path, dict[str, Any]], build_dir: Path, requirements: list[str]
+    built: tuple[Path, dict[str, Any]],
+    build_dir: Path,
+    requirements: list[str],
+    *,
+    mixed: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """roles/crawler/files/build_project.py as projects_build.yml runs it, for a mixed fleet."""
+    """roles/crawler/files/build_project.py as projects_build.yml runs it, for a mixed fleet (or,
+    ``mixed=False``, a fleet of the control node's own Python)."""
     _, out = built
     native = next(e for e in out.values() if e["native"])
     spec = {
         "build_dir": str(build_dir),
         "wheelhouse": native["tar"],
-        "targets": [e for e in out.values() if not e["native"] and e["hosts"]],
+        "targets": [e for e in out.values() if not e["native"] and e["hosts"]] if mixed else [],
         "projects": [
             {"name": "linkcrawler", "src": str(ROOT / "examples/linkcrawler"),
              "settings": "linkcrawler.settings", "requirements": requirements,
@@ -241,4 +246,34 @@ def test_a_project_requirement_without_a_cp313_wheel_is_one_line(
         proc,
         "crawler_projects[linkcrawler]: docopt (docopt==0.6.2) has no binary wheel for Python "
         "3.13.5 (cp313, x86_64, glibc 2.41) of host trixie1;",
+    )
+
+
+def test_a_requirement_that_fails_to_build_here_names_the_package_and_its_error(
+    built: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    # A source distribution whose build stops as one missing a C header does; pip's own last line
+    # ("Failed to build one or more wheels") names neither the package nor the cause.
+    sdist = tmp_path / "unbuildable"
+    sdist.mkdir()
+    (sdist / "m.py").write_text("x = 1\n")
+    (sdist / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
+    (sdist / "setup.py").write_text(
+        "from setuptools import setup\n"
+        "from setuptools.command.build_py import build_py\n\n\n"
+        "class Fails(build_py):\n"
+        "    def run(self):\n"
+        '        raise SystemExit("error: libfoo.h: No such file or directory")\n\n\n'
+        'setup(name="crawlfleet-test-unbuildable", version="1.0", py_modules=["m"],\n'
+        '      cmdclass={"build_py": Fails})\n'
+    )
+    requirement = f"crawlfleet-test-unbuildable @ {sdist.as_uri()}"
+    proc = check_project(built, tmp_path / "build", [requirement], mixed=False)
+    assert_one_line(
+        proc,
+        f"crawler_projects[linkcrawler]: the requirements {requirement} cannot be built into the "
+        "wheelhouse: building crawlfleet-test-unbuildable: error: libfoo.h: No such file or "
+        "directory",
     )
