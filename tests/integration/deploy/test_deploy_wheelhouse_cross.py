@@ -252,22 +252,25 @@ def test_a_project_requirement_without_a_cp313_wheel_is_one_line(
 def test_a_requirement_that_fails_to_build_here_names_the_package_and_its_error(
     built: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
-    # A source distribution whose build stops as one missing a C header does; pip's own last line
-    # ("Failed to build one or more wheels") names neither the package nor the cause.
+    # A source tree whose wheel build stops as one missing a C header does (an in-tree PEP 517
+    # backend: nothing to download to build it). pip's own last line ("Failed to build one or
+    # more wheels") names neither the package nor the cause.
     sdist = tmp_path / "unbuildable"
     sdist.mkdir()
-    (sdist / "m.py").write_text("x = 1\n")
     (sdist / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[build-system]\nrequires = []\nbuild-backend = "failing_backend"\nbackend-path = ["."]\n'
     )
-    (sdist / "setup.py").write_text(
-        "from setuptools import setup\n"
-        "from setuptools.command.build_py import build_py\n\n\n"
-        "class Fails(build_py):\n"
-        "    def run(self):\n"
-        '        raise SystemExit("error: libfoo.h: No such file or directory")\n\n\n'
-        'setup(name="crawlfleet-test-unbuildable", version="1.0", py_modules=["m"],\n'
-        '      cmdclass={"build_py": Fails})\n'
+    (sdist / "failing_backend.py").write_text(
+        "import os\n\n\n"
+        "def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):\n"
+        '    info = "crawlfleet_test_unbuildable-1.0.dist-info"\n'
+        "    os.makedirs(os.path.join(metadata_directory, info))\n"
+        '    with open(os.path.join(metadata_directory, info, "METADATA"), "w") as out:\n'
+        '        out.write("Metadata-Version: 2.1\\nName: crawlfleet-test-unbuildable\\n"\n'
+        '                  "Version: 1.0\\n")\n'
+        "    return info\n\n\n"
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        '    raise SystemExit("error: libfoo.h: No such file or directory")\n'
     )
     requirement = f"crawlfleet-test-unbuildable @ {sdist.as_uri()}"
     proc = check_project(built, tmp_path / "build", [requirement], mixed=False)
