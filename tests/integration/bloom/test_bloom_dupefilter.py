@@ -53,9 +53,25 @@ def test_request_seen_and_stats(redis_url: str, redis_client: redis.Redis) -> No
     assert df.stats.get_value("bloomfilter/filtered") == 2
     assert df.stats.get_value("dupefilter/filtered") == 2
     assert redis_client.exists("book:bloomfilter", "book:bloomfilter:meta") == 2
+    # a scalable filter by default: one key until its first layer is full
+    assert redis_client.hget("book:bloomfilter:meta", "scheme") == b"sbf-v1"
     key, arg = df.script_item(first)
     assert key == "book:bloomfilter"
-    assert len(arg) == 4 * df.bloom.hashes
+    assert len(arg) == 18
+
+
+def test_a_fixed_filter_from_before_keeps_working(redis_url: str) -> None:
+    # made while fixed filters were the default (the capacity then gave 95,851 bits, k = 7)
+    old = build(redis_url, BLOOMFILTER_SCALABLE=False, BLOOMFILTER_ERROR_RATE=0.01)
+    assert old.request_seen(Request("https://example.org/a")) is False
+    df = build(redis_url, BLOOMFILTER_ERROR_RATE=0.01)
+    assert (df.bloom.bits, df.bloom.hashes) == (old.bloom.bits, old.bloom.hashes) == (95_851, 7)
+    assert df.request_seen(Request("https://example.org/a")) is True
+    # What SCHEDULER_FLUSH_ON_START does: clear, then open; the new filter is scalable.
+    df.clear()
+    df.open()
+    assert df.request_seen(Request("https://example.org/a")) is False
+    assert df.bloom.info()["max_layers"] == 1  # 10,000 fingerprints fit the first layer
 
 
 def test_debug_logging_like_scrapy(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
