@@ -25,11 +25,11 @@ al.'s: it starts with one small layer sized for ``initial_capacity`` fingerprint
 four times larger each time the newest is full, up to ``capacity`` in all (the last layer holds
 the remainder). Layer i has k0 + i hashes and is full at half its bits set, so its
 false-positive rate is 2^-(k0+i) and the filter's is below 2^-(k0-1) <= ``error_rate`` at any
-load up to ``capacity``. Layers are Redis strings ``<key>``, ``<key>:1``, ``<key>:2`` …
-(``{<key>}:1`` … for a key without a hash tag), all in one Redis Cluster slot; each starts with a
-64-bit header (u32 fingerprints added to it; in layer 0 also u16 layers in use at bit 32). A
-fingerprint's argument is 18 bytes (h1, h2, the first and last layers' bits, k0, the number of
-layers), a length no fixed filter's argument has (4 bytes per hash), so the one
+load up to ``capacity``. Layers are Redis strings ``<key>``, ``<key>:1``, ``<key>:2`` … (on a
+Redis Cluster the key must carry a hash tag, as a crawl's does, so they share its slot); each
+starts with a 64-bit header (u32 fingerprints added to it; in layer 0 also u16 layers in use at
+bit 32). A fingerprint's argument is 18 bytes (h1, h2, the first and last layers' bits, k0, the
+number of layers), a length no fixed filter's argument has (4 bytes per hash), so the one
 ``check_and_add`` serves both kinds: the Lua function computes each layer's bits from h1 and h2,
 checks every layer in use, and adds the fingerprint to the newest one, all in one script.
 Creating a scalable filter allocates only its first layer (about 2 MB for a million fingerprints
@@ -118,14 +118,9 @@ local function sbf_layers(key, arg, add)
   local b = {string.byte(arg, 1, #arg)}
   local h1, h2, m0, mlast = sbf_u32(b, 1), sbf_u32(b, 5), sbf_u32(b, 9), sbf_u32(b, 13)
   local k0, maxl = b[17], b[18]
-  -- layer i > 0 is '<key>:i' when the key has a hash tag, else '{<key>}:i' (the key's slot)
-  local tag = string.find(key, '{', 1, true)
-  local close = tag and string.find(key, '}', tag + 1, true)
-  local base = key .. ':'
-  if not (close and close > tag + 1) then base = '{' .. key .. '}:' end
   local function layer(i)
     if i == 0 then return key end
-    return base .. i
+    return key .. ':' .. i
   end
   local function bits_of(i)
     if i == maxl - 1 then return mlast end
@@ -492,10 +487,8 @@ class ScalableLayout:
             self.layer_capacity.append(_layer_capacity(bits, k))
             total += self.layer_capacity[-1]
         self.layer_hashes = [self.first_hashes + i for i in range(len(self.layer_bits))]
-        # Every layer in the key's slot: layer 0 is the key, the others carry its hash tag, or
-        # the whole key as one (the slot of "{book:bloomfilter}:1" is that of "book:bloomfilter").
-        tag = key if has_hash_tag(key) else f"{{{key}}}"
-        self.layer_keys = [key] + [f"{tag}:{i}" for i in range(1, len(self.layer_bits))]
+        # Layer 0 is the key; on a Redis Cluster the key's hash tag keeps the others in its slot.
+        self.layer_keys = [key] + [f"{key}:{i}" for i in range(1, len(self.layer_bits))]
         self.block_keys = self.layer_keys[:1]
         self.hashes = self.first_hashes
         self.bits = sum(self.layer_bits)
@@ -637,6 +630,15 @@ class BloomFilter:
                     self.layout.meta_key,
                 )
         layout = self.layout
+        if (
+            isinstance(layout, ScalableLayout)
+            and isinstance(self.redis, RedisCluster)
+            and not has_hash_tag(layout.key)
+        ):
+            raise BloomConfigError(
+                f"BLOOMFILTER_KEY {layout.key!r} has no hash tag: on a Redis Cluster a scalable "
+                f"filter's layers ({layout.key}:1 …) must share its slot (a key like '{{book}}:bf')"
+            )
         pipe = self.redis.pipeline(transaction=False)
         for block_key in layout.block_keys:
             pipe.type(block_key)
@@ -862,6 +864,7 @@ class BloomFilter:
             "estimated_error_rate": error_now,
             "over_capacity": over,
             "warning": warning,
+            "scalable": False,
             "layers": 1,
             "max_layers": 1,
         }
@@ -904,7 +907,7 @@ class BloomFilter:
             "key": self.key,
             "keys": layout.layer_keys[:layers],
             "bits": bits,
-            "size_bytes": sum(-(-(HEADER_BITS + m) // 8) for m in layout.layer_bits),
+            "size_bytes": sum(-(-(HEADER_BITS + m) // 8) for m, _ in in_use),
             "allocated_bytes": allocated,
             "hashes": in_use[-1][1],
             "blocks": 1,
@@ -917,6 +920,7 @@ class BloomFilter:
             "estimated_error_rate": error_now,
             "over_capacity": over,
             "warning": warning,
+            "scalable": True,
             "layers": layers,
             "max_layers": len(layout.layer_bits),
         }

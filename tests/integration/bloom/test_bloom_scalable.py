@@ -171,7 +171,7 @@ def test_an_existing_fixed_filter_keeps_working(
     assert "fixed filter of 47926 bits" in caplog.text
     assert all(bf.contains_many(fps))
     assert not any(bf.add_many(fps))
-    assert redis_client.keys("{s:bloomfilter}*") == []  # no layer was added beside it
+    assert redis_client.keys("s:bloomfilter:?") == []  # no layer was added beside it
     assert bf.info()["layers"] == 1
 
 
