@@ -22,6 +22,7 @@ from crawlfleet.redisconn import RedisConfigError
 
 CRAWL_SCRIPT = Path(__file__).with_name("bloom_crawl.py")
 ROOT = Path(__file__).resolve().parents[3]
+DUPEFILTER_LOGGER = "crawlfleet.frontier.dupefilter"
 
 
 class BookSpider(Spider):
@@ -78,16 +79,18 @@ def test_debug_logging_like_scrapy(redis_url: str, caplog: pytest.LogCaptureFixt
     spider = BookSpider()
     quiet, loud = build(redis_url), build(redis_url, DUPEFILTER_DEBUG=True)
     request = Request("https://example.org/a", headers={"Referer": "https://example.org/"})
-    with caplog.at_level(logging.DEBUG, logger="crawlfleet.frontier.dupefilter"):
+    with caplog.at_level(logging.DEBUG, logger=DUPEFILTER_LOGGER):
         quiet.log(request, spider)
         quiet.log(request, spider)
-    [message] = [r.getMessage() for r in caplog.records]
+    # only the dupefilter's records: after tests that lowered the root logger's level, Scrapy's
+    # INFO lines from building the two crawlers are captured too
+    [message] = [r.getMessage() for r in caplog.records if r.name == DUPEFILTER_LOGGER]
     assert "no more duplicates will be shown" in message
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="crawlfleet.frontier.dupefilter"):
+    with caplog.at_level(logging.DEBUG, logger=DUPEFILTER_LOGGER):
         loud.log(request, spider)
         loud.log(request, spider)
-    messages = [r.getMessage() for r in caplog.records]
+    messages = [r.getMessage() for r in caplog.records if r.name == DUPEFILTER_LOGGER]
     assert len(messages) == 2
     assert "(referer: https://example.org/)" in messages[0]
 
