@@ -24,7 +24,8 @@ other sites instead of waiting behind a slow site's backlog. Its keys all derive
 key ``QK`` (the crawl's hash tag stays in front, so all live in the crawl's Redis Cluster slot):
 
 ``QK`` (hash)
-    ``len``: the entries queued (``q_len`` in O(1)); ``turn``: the number of pops so far;
+    ``len``: the entries queued (``q_len`` in O(1)); ``turn``: the number of pops so far (gone,
+    as the other keys are, once the queue is empty);
 ``QK:ready`` (sorted set)
     every site with entries queued, scored by the turn it was last served in (0: requeued
     entries wait there), so a pop serves the least recently served sites first;
@@ -200,7 +201,8 @@ local function q_pop(n, skip, nskip)
       redis.call('ZREM', KQ_READY, site)
     end
   end
-  if taken > 0 then redis.call('HINCRBY', QK, 'len', -taken) end
+  -- an empty queue leaves no key behind (as a list or a sorted set does)
+  if redis.call('HINCRBY', QK, 'len', -taken) <= 0 then redis.call('DEL', QK) end
   return out
 end
 local function q_requeue(v)
