@@ -352,8 +352,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "workers",
         "the queue; priority members are a 16-hex-digit sequence number + the payload, "
         "score `-priority`. `KeyedPriorityQueue` (the default with politeness on): a hash "
-        "(`len` entries queued, `turn` pops so far), `<key>:ready` (sorted set: every site with "
-        "entries queued, scored by the turn it was last served in, 0 for requeued ones) and "
+        "(`len`: entries queued), `<key>:ready` (sorted set: every site with entries queued, "
+        "scored by `<spider>:seq` when it was last served or came in, 0 for requeued ones) and "
         "`<key>:site:<site>` (sorted set: that politeness key's entries, as `PriorityQueue` "
         "keeps them)",
         QUEUE_KEY,

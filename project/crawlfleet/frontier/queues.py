@@ -24,11 +24,12 @@ other sites instead of waiting behind a slow site's backlog. Its keys all derive
 key ``QK`` (the crawl's hash tag stays in front, so all live in the crawl's Redis Cluster slot):
 
 ``QK`` (hash)
-    ``len``: the entries queued (``q_len`` in O(1)); ``turn``: the number of pops so far (gone,
-    as the other keys are, once the queue is empty);
+    ``len``: the entries queued (``q_len`` in O(1); gone, as the other keys are, once the queue
+    is empty);
 ``QK:ready`` (sorted set)
-    every site with entries queued, scored by the turn it was last served in (0: requeued
-    entries wait there), so a pop serves the least recently served sites first;
+    every site with entries queued, scored by the value of ``SEQ`` when it was last served or
+    came into the queue (0: requeued entries wait there), so a pop serves the least recently
+    served sites first;
 ``QK:site:<site>`` (sorted set)
     that site's entries, as ``PriorityQueue`` keeps them.
 
@@ -166,7 +167,7 @@ local function q_push(p, prio, site)
   local seq = redis.call('INCR', SEQ)
   redis.call('ZADD', kq_of(site), -tonumber(prio), string.format('%016x', seq) .. p)
   redis.call('HINCRBY', QK, 'len', 1)
-  redis.call('ZADD', KQ_READY, 'NX', tonumber(redis.call('HGET', QK, 'turn') or '0'), site)
+  redis.call('ZADD', KQ_READY, 'NX', seq, site)
 end
 local function q_pop(n, skip, nskip)
   local out = {}
@@ -176,7 +177,8 @@ local function q_pop(n, skip, nskip)
     if not (skip and skip[site]) and #sites < n then sites[#sites + 1] = site end
   end
   if #sites == 0 then return out end
-  local turn = redis.call('HINCRBY', QK, 'turn', 1)
+  local turn = redis.call('INCR', SEQ)
+  -- served: site -> whether it may still hold entries (false once a pop got fewer than asked)
   local taken, served = 0, {}
   while taken < n and #sites > 0 do
     local left = {}
@@ -189,13 +191,17 @@ local function q_pop(n, skip, nskip)
         out[#out + 1] = string.sub(got[j], 17)
       end
       taken = taken + #got / 2
-      served[site] = true
-      if #got / 2 == want and taken < n then left[#left + 1] = site end
+      if served[site] == nil then served[site] = true end
+      if #got / 2 == want then
+        if taken < n then left[#left + 1] = site end
+      else
+        served[site] = false  -- fewer than asked for: the site is empty
+      end
     end
     sites = left
   end
-  for site in pairs(served) do
-    if redis.call('EXISTS', kq_of(site)) == 1 then
+  for site, more in pairs(served) do
+    if more and redis.call('EXISTS', kq_of(site)) == 1 then
       redis.call('ZADD', KQ_READY, 'XX', turn, site)
     else
       redis.call('ZREM', KQ_READY, site)
