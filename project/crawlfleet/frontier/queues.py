@@ -177,7 +177,7 @@ local function q_pop(n, skip, nskip)
     if not (skip and skip[site]) and #sites < n then sites[#sites + 1] = site end
   end
   if #sites == 0 then return out end
-  local turn = redis.call('INCR', SEQ)
+  local now = redis.call('INCR', SEQ)
   -- served: site -> whether it may still hold entries (false once a pop got fewer than asked)
   local taken, served = 0, {}
   while taken < n and #sites > 0 do
@@ -202,7 +202,7 @@ local function q_pop(n, skip, nskip)
   end
   for site, more in pairs(served) do
     if more and redis.call('EXISTS', kq_of(site)) == 1 then
-      redis.call('ZADD', KQ_READY, 'XX', turn, site)
+      redis.call('ZADD', KQ_READY, 'XX', now, site)
     else
       redis.call('ZREM', KQ_READY, site)
     end
@@ -227,7 +227,7 @@ local function q_len() return tonumber(redis.call('HGET', QK, 'len') or '0') end
 
     @property
     def ready(self) -> str:
-        """The sorted set of sites with entries queued (scored by the turn last served in)."""
+        """The sorted set of sites with entries queued (scored by when last served or queued)."""
         return f"{self.key}:ready"
 
     def site_queue(self, site: bytes) -> bytes:
