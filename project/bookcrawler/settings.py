@@ -25,11 +25,10 @@ ACCOUNTPOOL_API_KEY = os.environ.get("ACCOUNTPOOL_API_KEY", "")
 SCHEDULER = "crawlfleet.frontier.scheduler.Scheduler"
 DUPEFILTER_CLASS = "crawlfleet.frontier.dupefilter.BloomDupeFilter"
 SCHEDULER_PERSIST = True
-# Where the crawl queue lives: the frontier's defaults (Redis) unless the environment names
-# crawlfleet.frontier.rabbitmq.PriorityQueue and its broker; the duplicate filter stays in Redis.
-SCHEDULER_QUEUE_CLASS = os.environ.get(
-    "SCHEDULER_QUEUE_CLASS", "crawlfleet.frontier.queues.PriorityQueue"
-)
+# Where the crawl queue lives: the frontier's default (Redis: with politeness on, a queue per
+# site, KeyedPriorityQueue) unless the environment names crawlfleet.frontier.rabbitmq.PriorityQueue
+# and its broker; the duplicate filter stays in Redis.
+SCHEDULER_QUEUE_CLASS = os.environ.get("SCHEDULER_QUEUE_CLASS", "")
 RABBITMQ_URL = os.environ.get("RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 # Sized for catalogues up to a million requests (about 1.7 MiB in Redis, 0.1 % false positives).
 BLOOMFILTER_CAPACITY = int(os.environ.get("BLOOMFILTER_CAPACITY", "1000000"))

@@ -16,9 +16,11 @@ Priorities follow Scrapy's: the add-on sets everything at ``addon`` priority, so
 project (or the spider, or ``-s``) set explicitly keeps its value; a component the project already
 lists at any position stays where it is. On the fleet (``crawlfleet.fleetsettings`` sets
 ``FLEET_ENVIRONMENT_WINS``) the worker environment's values win over the project's, just below
-the spider's ``custom_settings`` and ``-s``. A component whose URL is empty in both the settings and
-the environment is left out, with one logged line saying why (no Redis URL: the whole frontier is
-off and Scrapy's own scheduler runs, so the project still crawls alone).
+the spider's ``custom_settings`` and ``-s``. With the PolitenessMiddleware on, an unset
+``SCHEDULER_QUEUE_CLASS`` means the frontier's queue per site (``KeyedPriorityQueue``). A
+component whose URL is empty in both the settings and the environment is left out, with one logged
+line saying why (no Redis URL: the whole frontier is off and Scrapy's own scheduler runs, so the
+project still crawls alone).
 """
 
 from __future__ import annotations

@@ -498,7 +498,9 @@ def politeness_snapshot(
 
 
 def _queue_len(pipe: Any, key: str, queue_class: str) -> None:
-    if queue_class.endswith("PriorityQueue"):
+    if queue_class.endswith("KeyedPriorityQueue"):
+        pipe.hget(key, "len")  # its O(1) length counter (crawlfleet.frontier.queues)
+    elif queue_class.endswith("PriorityQueue"):
         pipe.zcard(key)
     else:
         pipe.llen(key)
@@ -637,6 +639,8 @@ def spider_snapshot(
             pipe.hgetall(k.ops_scrapy(w))
     replies = list(pipe.execute(raise_on_error=False))
     queued, start_urls = replies[0], replies[1]
+    if queued is None or isinstance(queued, bytes):  # a keyed queue's counter (None: empty)
+        queued = int(queued or 0)
     queue_samples = parse_samples(replies[2]) if with_series else []
     rest = replies[3 if with_series else 2 :]
     per = 5 if with_scrapy else 4

@@ -74,6 +74,7 @@ def assert_redis_drained(client: redis.Redis) -> None:
     assert client.zcard("site:workers") == 0
     assert not list(client.scan_iter("site:leases:*"))
     assert client.exists("site:requests") == 0
+    assert not list(client.scan_iter("site:requests:*"))  # a keyed queue's sites
 
 
 def assert_rabbitmq_drained(redis_url: str, rabbit_url: str, queue: str) -> None:

@@ -4,10 +4,10 @@ Workers move a request whose download finally failed to ``SPIDER:failed`` (JSON 
 reason and the serialized request). This command pushes those requests back into the crawl's
 queue, bypassing the dupefilter (their fingerprints are already recorded), in chunks; each chunk
 is taken off the failed list and pushed in one atomic step, so nothing is lost or doubled if the
-command is interrupted. The queue key and class come from ``SPIDER:frontier``, which every worker
-writes at start-up. Entries that cannot be used (whatever is wrong with them: bad JSON, a payload
-nested too deep, an out-of-range priority) go to ``SPIDER:deadletter`` with the reason, so one bad
-entry never blocks the list.
+command is interrupted. The queue key and class (and the site kind a keyed queue files requests
+under) come from ``SPIDER:frontier``, which every worker writes at start-up. Entries that cannot
+be used (whatever is wrong with them: bad JSON, a payload nested too deep, an out-of-range
+priority) go to ``SPIDER:deadletter`` with the reason, so one bad entry never blocks the list.
 """
 
 from __future__ import annotations
@@ -63,21 +63,23 @@ def _queue(client: Any, args: argparse.Namespace) -> RedisQueue:
         raise ValueError(f"--queue-class: cannot load {path!r}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, RedisQueue)):
         raise ValueError(f"--queue-class {path!r} is not a crawlfleet queue class")
-    queue = cls(client, key)
+    queue = cls(client, key, meta.get("politeness_key") or "host")
     problem = queue.type_error()
     if problem:
         raise ValueError(problem)
     return queue
 
 
-def _triple(raw: bytes | str) -> list[Any]:
-    """(raw, payload, priority) for a usable entry, (raw, '', dead-letter JSON) otherwise."""
+def _entry(raw: bytes | str, queue: RedisQueue) -> list[Any]:
+    """(raw, payload, priority, site) for a usable entry, (raw, '', dead-letter JSON, '')
+    otherwise."""
     try:
         entry = parse_json(raw)
         if not isinstance(entry, dict):
             raise ValueError("not a JSON object")
         payload = base64.b64decode(entry["payload"], validate=True)
-        loads(payload)
+        request = loads(payload)
+        site = queue.site(str(request.get("url") or ""))
         priority = entry.get("priority") or 0
         problem = priority_problem(priority)
         if problem:
@@ -85,8 +87,8 @@ def _triple(raw: bytes | str) -> list[Any]:
     except Exception as exc:  # whatever is wrong, the entry must not block the list
         reason = f"unusable failed entry: {one_line(exc)}"
         data = raw.encode() if isinstance(raw, str) else raw
-        return [raw, b"", dead_entry(data, reason, WORKER, "failed")]
-    return [raw, payload, str(priority)]
+        return [raw, b"", dead_entry(data, reason, WORKER, "failed"), ""]
+    return [raw, payload, str(priority), site]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -107,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
             break
         argv: list[Any] = [names.prefix, WORKER, "0", "0", str(len(raws))]
         for raw in raws:
-            argv.extend(_triple(raw))
+            argv.extend(_entry(raw, queue))
         result = script(keys=keys, args=argv)
         if result == -1:
             continue  # a worker appended meanwhile; read the head again

@@ -134,7 +134,8 @@ class FrontierScheduler(BaseScheduler):
             # Built before Scrapy reads spider.start(): a classic start_requests() spider starts.
             adopt_start_requests(spider)
         try:
-            config = FrontierConfig.from_settings(crawler.settings, name)
+            polite = pacer_for(crawler) is not None
+            config = FrontierConfig.from_settings(crawler.settings, name, politeness=polite)
             delegate = getattr(config.queue_class, "scheduler_path", None)
             # a queue outside Redis brings its own scheduler (RabbitMQ)
             target: Any = load_class("SCHEDULER_QUEUE_CLASS", delegate) if delegate else cls

@@ -24,6 +24,7 @@ from crawlfleet.frontier.keys import (
     KeySetting,
     SpiderKeys,
 )
+from crawlfleet.politeness.config import KEY_KINDS
 from crawlfleet.redisconn import (
     check_connection,
     get_redis,
@@ -42,6 +43,8 @@ DEFAULT_REDIS_PARAMS: dict[str, Any] = {
     "health_check_interval": 30,
 }
 DEFAULT_QUEUE_CLASS = "crawlfleet.frontier.queues.PriorityQueue"
+# the default when politeness is on: a priority queue per politeness key, the keys served in turn
+POLITE_QUEUE_CLASS = "crawlfleet.frontier.queues.KeyedPriorityQueue"
 SET_DUPEFILTER = "crawlfleet.frontier.dupefilter.SetDupeFilter"
 SCRAPY_DEFAULT_DUPEFILTER = "scrapy.dupefilters.RFPDupeFilter"
 # URL schemes a queue or start-URL entry may use (SCHEDULER_URL_SCHEMES).
@@ -196,20 +199,28 @@ class FrontierConfig:
     # what decoded entries may name besides Scrapy's own request classes, and their URL schemes
     request_classes: dict[str, type[Request]] = field(default_factory=dict)
     url_schemes: tuple[str, ...] = DEFAULT_URL_SCHEMES
+    # POLITENESS_KEY: the site of a request, as a keyed queue files it (host, domain or ip)
+    site_kind: str = "host"
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings, spider: str) -> FrontierConfig:
+    def from_settings(
+        cls, settings: BaseSettings, spider: str, politeness: bool = False
+    ) -> FrontierConfig:
+        """The spider's frontier settings; ``politeness``: the crawl's pacer is on, so an unset
+        ``SCHEDULER_QUEUE_CLASS`` means the keyed queue (else the priority queue)."""
         from crawlfleet.frontier.queues import RedisQueue
         from crawlfleet.frontier.serialization import SERIALIZERS
 
+        default = POLITE_QUEUE_CLASS if politeness else DEFAULT_QUEUE_CLASS
         queue_class = load_class(
-            "SCHEDULER_QUEUE_CLASS", settings.get("SCHEDULER_QUEUE_CLASS") or DEFAULT_QUEUE_CLASS
+            "SCHEDULER_QUEUE_CLASS", settings.get("SCHEDULER_QUEUE_CLASS") or default
         )
         # a queue outside Redis names the scheduler that drives it (crawlfleet.frontier.rabbitmq)
         if not issubclass(queue_class, RedisQueue) and not hasattr(queue_class, "scheduler_path"):
             raise FrontierConfigError(
                 f"SCHEDULER_QUEUE_CLASS must be one of crawlfleet.frontier.queues.FifoQueue, "
-                f"LifoQueue, PriorityQueue or crawlfleet.frontier.rabbitmq.PriorityQueue, "
+                f"LifoQueue, PriorityQueue, KeyedPriorityQueue or "
+                f"crawlfleet.frontier.rabbitmq.PriorityQueue, "
                 f"got {settings.get('SCHEDULER_QUEUE_CLASS')!r}"
             )
         serializer = str(settings.get("SCHEDULER_SERIALIZER") or "msgpack")
@@ -240,6 +251,12 @@ class FrontierConfig:
             "CONCURRENT_REQUESTS", 16
         )
         url = redis_url(settings)
+        site_kind = str(settings.get("POLITENESS_KEY") or "host").strip().lower()
+        if site_kind not in KEY_KINDS:
+            raise FrontierConfigError(
+                f"POLITENESS_KEY must be one of {', '.join(KEY_KINDS)}, "
+                f"got {settings.get('POLITENESS_KEY')!r}"
+            )
         return cls(
             spider=spider,
             url=url,
@@ -266,6 +283,7 @@ class FrontierConfig:
             worker_id=str(settings.get("SCHEDULER_WORKER_ID") or default_worker_id()),
             request_classes=request_classes_setting(settings),
             url_schemes=url_schemes_setting(settings),
+            site_kind=site_kind,
         )
 
     @property

@@ -348,10 +348,14 @@ class KeyDoc:
 KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         "requests",
-        "list / sorted set",
+        "list / sorted set / hash",
         "workers",
         "the queue; priority members are a 16-hex-digit sequence number + the payload, "
-        "score `-priority`",
+        "score `-priority`. `KeyedPriorityQueue` (the default with politeness on): a hash "
+        "(`len`: entries queued), `<key>:ready` (sorted set: every site with entries queued, "
+        "scored by `<spider>:seq` when it was last served or came in, 0 for requeued ones) and "
+        "`<key>:site:<site>` (sorted set: that politeness key's entries, as `PriorityQueue` "
+        "keeps them)",
         QUEUE_KEY,
     ),
     KeyDoc(
@@ -437,7 +441,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "workers",
         "`queue_key`, `queue_class`, `serializer`, `dupefilter_class`, `start_urls_key`, "
         "`start_urls_as_set`, `politeness_namespace` (`POLITENESS_NAMESPACE`: the politeness "
-        "keys' prefix) (written at start; read by the CLI and the dashboard)",
+        "keys' prefix), `politeness_key` (`POLITENESS_KEY`: the site a keyed queue files a "
+        "request under) (written at start; read by the CLI and the dashboard)",
     ),
     KeyDoc("seq", "string", "workers", "counter for lease ids and priority-queue order"),
     KeyDoc(

@@ -104,6 +104,8 @@ class Scheduler(FrontierScheduler):
         self._status = ClusterStatus()
         self._enqueued_since_sync = False
         self._last_sync = 0.0
+        # a keyed queue's look further that found no site but these (and when)
+        self._no_other_site: tuple[set[str], float] = (set(), 0.0)
         # how long an idle worker waits before its next look: SCHEDULER_IDLE_POLL_INTERVAL,
         # doubled after every look that found nothing to do, up to SCHEDULER_IDLE_POLL_MAX
         self._idle_wait = config.idle_poll_interval
@@ -115,7 +117,7 @@ class Scheduler(FrontierScheduler):
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
         """Connect to Redis and check the queue key (errors are one-line FrontierConfigErrors)."""
         client = redis_from_settings(crawler.settings)
-        queue = config.queue_class(client, config.queue_key)
+        queue = config.queue_class(client, config.queue_key, config.site_kind)
         problem = queue.type_error()
         if problem:
             raise FrontierConfigError(problem)
@@ -143,6 +145,8 @@ class Scheduler(FrontierScheduler):
                 "dupefilter_class": f"{type(self.df).__module__}.{type(self.df).__name__}",
                 "start_urls_key": self.config.start_urls_key,
                 "start_urls_as_set": int(self.config.start_urls_as_set),
+                # the site kind a keyed queue files requests under (crawlfleet requeue-failed)
+                "politeness_key": self.config.site_kind,
                 # where the status read model finds the crawl's politeness keys
                 "politeness_namespace": (
                     self.pacer.config.namespace if self.pacer is not None else self.config.spider
@@ -254,18 +258,28 @@ class Scheduler(FrontierScheduler):
         self.client.delete(self.keys.seeding)
 
     def _item(self, request: Request, check: tuple[str, bytes]) -> list[Any]:
-        """ENQUEUE script arguments: dupefilter key and argument, payload, priority."""
+        """ENQUEUE script arguments: dupefilter key and argument, payload, priority, site."""
         payload, dead = self._encode(request)
         if dead:
-            return ["!dead", dead, b"", "0"]
-        return [check[0], check[1], payload, str(request.priority)]
+            return ["!dead", dead, b"", "0", ""]
+        return [check[0], check[1], payload, str(request.priority), self.queue.site(request.url)]
 
     def _look_further(self) -> bool:
-        """Pop more into the buffer (politeness lookahead) when the queue has some."""
+        """Pop more into the buffer (politeness lookahead) when the queue has some: from a keyed
+        queue, only requests of other sites than the buffered ones (which must all wait)."""
         if not self._status.queued or self._status.paused:
             return False
         before = len(self._buffer)
-        self._sync("pop", min(self.config.prefetch, self.lookahead - before))
+        skip: set[str] = set()
+        if self.queue.keyed:
+            skip = {self.queue.site(lease.request.url) for lease in self._buffer if lease.request}
+            # the queue held no other site a moment ago: ask again once per idle poll interval
+            sites, at = self._no_other_site
+            if sites == skip and time.monotonic() - at < self.config.idle_poll_interval:
+                return False
+        self._sync("pop", min(self.config.prefetch, self.lookahead - before), skip)
+        if skip and len(self._buffer) == before:
+            self._no_other_site = (skip, time.monotonic())
         return len(self._buffer) > before
 
     def _should_pop(self) -> bool:
@@ -308,8 +322,9 @@ class Scheduler(FrontierScheduler):
             else:
                 self._acks.append(lease.lease_id)
 
-    def _sync(self, mode: str, npop: int) -> bool:
-        """One round trip: acknowledge, report failures and dead letters, then pop/beat/release."""
+    def _sync(self, mode: str, npop: int, skip: set[str] | None = None) -> bool:
+        """One round trip: acknowledge, report failures and dead letters, then pop/beat/release
+        (a pop from a keyed queue passes over the sites in ``skip``)."""
         # New requests reach Redis before the acks of the requests that produced them.
         if mode != "release" and self._full.waiting():
             return False
@@ -328,10 +343,12 @@ class Scheduler(FrontierScheduler):
             str(len(fails)),
             str(len(dead)),
             str(len(stats)),
+            str(len(skip or ())),
             *acks,
         ]
         for pair in (*fails, *dead, *stats):
             args.extend(pair)
+        args.extend(sorted(skip or ()))
         try:
             reaped, requeued, popped, status = self._sync_script(keys=self._keys, args=args)
         except redis.RedisError as exc:
@@ -429,6 +446,7 @@ class Scheduler(FrontierScheduler):
                     dead_entry(bytes(raw), reason, self.worker, "start_urls"),
                     b"",
                     "0",
+                    "",
                 ]
             args.extend([raw, *item])
         try:

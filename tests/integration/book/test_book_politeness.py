@@ -130,21 +130,31 @@ def test_a_sites_ban_cools_the_pair_down_and_spares_the_proxy(lab: Lab) -> None:
 
 
 def test_a_killed_worker_loses_none_of_the_requests_it_was_pacing(lab: Lab) -> None:
-    """SIGKILL while requests wait in the worker's politeness lookahead: they are leased, so
-    they come back to the queue and the other worker crawls them."""
+    """SIGKILL while requests wait in the worker's buffer for their politeness slots: they are
+    leased, so they come back to the queue and the other worker crawls them. (One site: the
+    queue per site gives a look further nothing of the site the worker holds, so the buffer is
+    what one pop of SCHEDULER_PREFETCH brings.)"""
     books = 60
     lab.start_demosite(books=books)
     env = lab.crawl_env("", lab.start_accountpool("--no-tester"))
-    paced = ("POLITENESS_RATE=10", "POLITENESS_MAX_RATE=10", "POLITENESS_LOOKAHEAD=40")
+    paced = (
+        "POLITENESS_RATE=10",
+        "POLITENESS_MAX_RATE=10",
+        "POLITENESS_LOOKAHEAD=40",
+        "SCHEDULER_PREFETCH=40",
+    )
     leases = ("SCHEDULER_LEASE_TIMEOUT=3", "SCHEDULER_HEARTBEAT_INTERVAL=0.5")
     settings = (*CRAWL_SETTINGS, *CHAPTER, *paced, *leases)
     victim, _ = lab.start_worker("victim", env, *settings)
     wait_items(lab.redis_url, 10)
     victim.kill()
     victim.wait()
-    stats = wait_workers([lab.start_worker("survivor", env, *settings)])[0]
+    wait_workers([lab.start_worker("survivor", env, *settings)])
     assert_every_book_once(lab, books)
-    assert int(str(stats.get("scheduler/requeued", 0))) >= 1  # the victim's leases came back
+    # the victim's leases came back: reaped when the survivor joined (past their deadline) or
+    # later by its heartbeat, both counted in the crawl's stats
+    hub = redis.Redis.from_url(lab.redis_url)
+    assert int(hub.hget("book:stats", "scheduler/requeued") or 0) >= 1
 
 
 def test_a_bad_budget_setting_stops_the_worker_at_start_with_one_line(lab: Lab) -> None:

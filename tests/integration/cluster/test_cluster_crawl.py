@@ -1,6 +1,8 @@
 """Crawls on a real six-node Redis Cluster (``redis+cluster://``): two workers crawl every page
 once, with their items, statistics and every frontier key under the hash tag ``{site}`` in one
-slot; a worker SIGKILLed mid-crawl loses no page. The shared cluster is emptied before each test.
+slot; a worker SIGKILLed mid-crawl loses no page, on PriorityQueue and on the default with
+politeness (KeyedPriorityQueue, whose per-site keys stay in the crawl's slot). The shared cluster
+is emptied before each test.
 """
 
 from __future__ import annotations
@@ -76,17 +78,36 @@ def test_two_workers_crawl_every_page_once(
     assert_cluster_drained(cluster)
 
 
+# politeness on at a rate that does not slow the crawl, no SCHEDULER_QUEUE_CLASS: the keyed queue
+POLITE = {
+    "DOWNLOADER_MIDDLEWARES": {"crawlfleet.politeness.middleware.PolitenessMiddleware": 750},
+    "POLITENESS_RATE": 100,
+    "POLITENESS_MAX_RATE": 100,
+}
+
+
+def keyed_keys_in_the_slot(cluster: RedisClusterGroup) -> bool:
+    """Whether the keyed queue's keys exist mid-crawl, all in the crawl's slot."""
+    keys = [k for node in cluster.keys_by_node().values() for k in node]
+    site_queues = [k for k in keys if k.startswith("{site}:requests:site:")]
+    return bool(site_queues) and {key_slot(k.encode()) for k in keys} == {key_slot(b"{site}")}
+
+
+@pytest.mark.parametrize("queue", ["PriorityQueue", "KeyedPriorityQueue"])
 def test_sigkill_of_one_worker_loses_no_page(
-    site: Site, start_worker, cluster: RedisClusterGroup
+    site: Site, start_worker, cluster: RedisClusterGroup, queue: str
 ) -> None:
     site.pages, site.delay = 60, 0.2
-    settings = frontier_settings(cluster.url(), CONCURRENT_REQUESTS=2)
+    extra = POLITE if queue == "KeyedPriorityQueue" else {}
+    settings = frontier_settings(cluster.url(), CONCURRENT_REQUESTS=2, **extra)
     victim = start_worker(site.url, settings, "victim")
     survivor = start_worker(site.url, settings, "survivor")
     wait_until(
         lambda: len(victim.parsed()) >= 3 and len(survivor.parsed()) >= 3,
         what="both workers to crawl",
     )
+    if queue == "KeyedPriorityQueue":
+        wait_until(lambda: keyed_keys_in_the_slot(cluster), what="the site's queue in the slot")
     victim.proc.send_signal(signal.SIGKILL)
     victim.wait()
     assert survivor.wait(120) == 0, survivor.log.read_text()[-3000:]
@@ -95,6 +116,8 @@ def test_sigkill_of_one_worker_loses_no_page(
     client = cluster.client()
     try:  # the victim's leases expired and went back to the queue
         assert int(client.hget("{site}:stats", "scheduler/requeued") or 0) > 0
+        frontier = client.hget("{site}:frontier", "queue_class")
+        assert frontier == f"crawlfleet.frontier.queues.{queue}".encode()
     finally:
         client.close()
     assert_cluster_drained(cluster)

@@ -85,6 +85,9 @@ def _check_two_worker_crawl(
     assert sorted(stored) == sorted(site.expected())
     assert client.zcard("pages:workers") == 0
     assert client.exists("pages:requests") == 0
+    # the add-on turns politeness on, so the queue is kept by site
+    queue = client.hget("pages:frontier", "queue_class")
+    assert queue == b"crawlfleet.frontier.queues.KeyedPriorityQueue"
     return text
 
 

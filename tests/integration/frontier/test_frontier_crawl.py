@@ -19,6 +19,14 @@ QUEUES = [
     "crawlfleet.frontier.queues.LifoQueue",
     "crawlfleet.frontier.queues.PriorityQueue",
 ]
+# No SCHEDULER_QUEUE_CLASS, politeness on (at a rate that does not slow the crawl): the default,
+# KeyedPriorityQueue
+POLITE = "polite"
+POLITE_SETTINGS: dict[str, object] = {
+    "DOWNLOADER_MIDDLEWARES": {"crawlfleet.politeness.middleware.PolitenessMiddleware": 750},
+    "POLITENESS_RATE": 100,
+    "POLITENESS_MAX_RATE": 100,
+}
 
 
 @pytest.mark.parametrize("batch", [False, True], ids=["unbatched", "batched"])
@@ -49,9 +57,17 @@ def test_one_worker_crawls_every_page_once(
         ("redis", QUEUES[1], False),
         ("redis", QUEUES[2], False),
         ("redis", QUEUES[2], True),
+        ("redis", POLITE, True),
         ("rabbitmq", None, False),
     ],
-    ids=["FifoQueue", "LifoQueue", "PriorityQueue", "PriorityQueue-batched", "rabbitmq"],
+    ids=[
+        "FifoQueue",
+        "LifoQueue",
+        "PriorityQueue",
+        "PriorityQueue-batched",
+        "KeyedPriorityQueue-polite",
+        "rabbitmq",
+    ],
     indirect=["backend"],
 )
 def test_sigkill_of_one_worker_loses_no_page(
@@ -59,7 +75,9 @@ def test_sigkill_of_one_worker_loses_no_page(
 ) -> None:
     site.pages, site.delay = 60, 0.2
     extra: dict[str, object] = {"CONCURRENT_REQUESTS": 2}
-    if queue_class is not None:  # RabbitMQ has one queue class, its own
+    if queue_class == POLITE:
+        extra.update(POLITE_SETTINGS, SCHEDULER_ENQUEUE_BATCH=batch)
+    elif queue_class is not None:  # RabbitMQ has one queue class, its own
         extra.update(SCHEDULER_QUEUE_CLASS=queue_class, SCHEDULER_ENQUEUE_BATCH=batch)
     settings = backend.settings(**extra)
     victim = start_worker(site.url, settings, "victim")
@@ -76,6 +94,9 @@ def test_sigkill_of_one_worker_loses_no_page(
     if backend.name == "redis":  # the victim's leases expired and went back to the queue
         client = redis.Redis.from_url(backend.redis_url)
         assert int(client.hget("site:stats", "scheduler/requeued") or 0) > 0
+        if queue_class == POLITE:
+            queue = client.hget("site:frontier", "queue_class")
+            assert queue == b"crawlfleet.frontier.queues.KeyedPriorityQueue"
     backend.assert_drained()
 
 

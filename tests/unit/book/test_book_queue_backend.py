@@ -1,5 +1,6 @@
-"""The book crawl's queue backend from the worker environment: Redis unless crawler.env names the
-RabbitMQ queue class and its broker; a wrong class stops the scheduler with one line."""
+"""The book crawl's queue backend from the worker environment: Redis (a queue per site, politeness
+being on) unless crawler.env names the RabbitMQ queue class and its broker; a wrong class stops
+the scheduler with one line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from scrapy.utils.test import get_crawler
 
 import bookcrawler.settings
 from bookcrawler.spiders.book import BookSpider
-from crawlfleet.frontier.config import DEFAULT_QUEUE_CLASS, FrontierConfig, FrontierConfigError
+from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
+from crawlfleet.frontier.queues import KeyedPriorityQueue
 from crawlfleet.frontier.queues import PriorityQueue as RedisPriorityQueue
 from crawlfleet.frontier.rabbitmq import PriorityQueue as RabbitPriorityQueue
 from crawlfleet.frontier.rabbitmq.queue import DEFAULT_RABBITMQ_URL, RabbitSettings
@@ -52,10 +54,12 @@ def crawler_of(module: ModuleType, **overrides: Any) -> Any:
 
 def test_without_the_environment_the_queue_stays_on_redis(load_settings: Loader) -> None:
     settings = load_settings({})
-    assert settings.SCHEDULER_QUEUE_CLASS == DEFAULT_QUEUE_CLASS
+    assert settings.SCHEDULER_QUEUE_CLASS == ""  # the frontier's default
     assert settings.RABBITMQ_URL == DEFAULT_RABBITMQ_URL
     assert settings.SCHEDULER == "crawlfleet.frontier.scheduler.Scheduler"
     crawler = crawler_of(settings)
+    config = FrontierConfig.from_settings(crawler.settings, "book", politeness=True)
+    assert config.queue_class is KeyedPriorityQueue
     assert FrontierConfig.from_settings(crawler.settings, "book").queue_class is RedisPriorityQueue
 
 

@@ -97,7 +97,10 @@ def test_redis_keys_page_is_generated_from_the_keys_module(gendocs: ModuleType) 
     table = gendocs.key_table("crawlfleet.frontier.keys", "KEYS")
     for doc in KEYS:
         assert f"| `{doc.pattern()}` |" in table, doc.attribute
-    assert "| `<spider>:requests` | list / sorted set | workers | `SCHEDULER_QUEUE_KEY` |" in table
+    assert (
+        "| `<spider>:requests` | list / sorted set / hash | workers | `SCHEDULER_QUEUE_KEY` |"
+        in table
+    )
     assert "| `<spider>:leases:<worker>` | hash | workers | — |" in table
     jobs = gendocs.key_table("crawlfleet.frontier.keys", "JOB_KEYS")
     assert "| `crawlfleet:job:<id>` | hash |" in jobs

@@ -2,19 +2,20 @@
 -- queued; no pop while <spider>:paused exists, see `crawlfleet pause`), 'beat' (ack + reap + info),
 -- 'release' (ack, then give every remaining lease back and unregister). ARGV[6] = n to pop,
 -- ARGV[7] = '1' to release the seeding flag, ARGV[8] = worker info (JSON, for 'beat'),
--- ARGV[9..12] = counts of acks, failures, dead letters and stats, then the acked lease ids, then
--- (lease id, failed-entry JSON) pairs, (lease id, dead-letter JSON) pairs and (stat, delta)
--- pairs counted by the worker since its last SYNC.
+-- ARGV[9..13] = counts of acks, failures, dead letters, stats and sites to skip, then the acked
+-- lease ids, then (lease id, failed-entry JSON) pairs, (lease id, dead-letter JSON) pairs and
+-- (stat, delta) pairs counted by the worker since its last SYNC, then the sites the pop should
+-- skip (a keyed queue's sites whose requests the worker already holds and cannot send yet).
 local mode, npop = ARGV[5], tonumber(ARGV[6])
 local nack, nfail, ndead = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local nstat = tonumber(ARGV[12])
+local nstat, nskip = tonumber(ARGV[12]), tonumber(ARGV[13])
 local now = now_ms()
 local lk = leases_of(W)
 local reaped = 0
 if mode ~= 'release' then
   reaped = redis.call('ZADD', WORKERS, now + LEASE_MS, W)
 end
-local i = 13
+local i = 14
 if nack > 0 then
   stat('scheduler/acked', redis.call('HDEL', lk, unpack(ARGV, i, i + nack - 1)))
 end
@@ -41,6 +42,11 @@ for j = 1, nstat do
   stat(ARGV[i], tonumber(ARGV[i + 1]))
   i = i + 2
 end
+local skip = {}
+for j = 1, nskip do
+  skip[ARGV[i]] = true
+  i = i + 1
+end
 if ARGV[7] == '1' and redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
 local requeued = 0
 local popped = {}
@@ -65,7 +71,7 @@ if mode == 'pop' and npop > 0 and paused == 0 then
   -- An idle worker (nothing queued) reaps too, so a dead worker's leases come back at its
   -- deadline rather than at the next heartbeat after it.
   if q_len() == 0 then requeued = reap(now) end
-  local got = q_pop(npop)
+  local got = q_pop(npop, skip, nskip)
   local n = #got / 2
   if n > 0 then
     local id = redis.call('INCRBY', SEQ, n) - n
