@@ -48,7 +48,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _queue(client: Any, args: argparse.Namespace) -> RedisQueue:
-    frontier = SpiderKeys(args.spider).frontier
+    frontier = SpiderKeys.for_client(args.spider, client).frontier
     meta = {k.decode(): v.decode() for k, v in client.hgetall(frontier).items()}
     key = args.queue_key or meta.get("queue_key")
     path = args.queue_class or meta.get("queue_class")
@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     check_connection(client, args.redis_url)
     queue = _queue(client, args)
     script = client.register_script(scripts.build(type(queue).LUA, "", scripts.REQUEUE_FAILED))
-    names = SpiderKeys(args.spider)
+    names = SpiderKeys.for_client(args.spider, client)
     keys = [queue.key, names.seq, names.start_urls]
     pushed = dead = 0
     while True:

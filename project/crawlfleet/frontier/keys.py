@@ -126,6 +126,14 @@ class SpiderKeys:
 
         return cls(spider, tagged=is_cluster_url(url))
 
+    @classmethod
+    def for_client(cls, spider: str, client: object) -> SpiderKeys:
+        """The names of ``spider``'s crawl as ``client`` reaches it (tagged through a Redis
+        Cluster client): what the operator tools, the dashboard and the job agents use."""
+        from crawlfleet.redisconn import is_cluster_client
+
+        return cls(spider, tagged=is_cluster_client(client))
+
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
@@ -258,14 +266,32 @@ _FRONTIER_SUFFIX = SpiderKeys("").frontier
 FRONTIER_GLOB = "*" + _FRONTIER_SUFFIX
 
 
-def spider_of_frontier_key(key: str) -> str:
-    """The spider whose ``<spider>:frontier`` hash ``key`` is."""
-    return key.removesuffix(_FRONTIER_SUFFIX)
+def spider_of_frontier_key(key: str, tagged: bool = False) -> str:
+    """The spider whose ``<spider>:frontier`` hash ``key`` is (``tagged``: a cluster's
+    ``{<spider>}:frontier``, and ``""`` for a key there without that tag)."""
+    prefix = key.removesuffix(_FRONTIER_SUFFIX)
+    if not tagged:
+        return prefix
+    return prefix[1:-1] if has_hash_tag(prefix) and prefix == "{" + prefix[1:-1] + "}" else ""
 
 
 #: The prefix of the fleet's own keys, and so a name no spider may have (``<spider>:*`` of a
 #: spider of that name would reach the job records).
 FLEET_PREFIX = "crawlfleet"
+#: The same prefix on a Redis Cluster: every job, schedule and agent key in one slot, so a job's
+#: transactions and scripts (record, history, the active set) touch one node.
+FLEET_TAG = "{" + FLEET_PREFIX + "}"
+
+
+def pool_tag(name: str, client: object) -> str:
+    """How a pool's keys name it (the proxy pool's ``PROXYPOOL_REDIS_KEY``, an account pool
+    site): as is, or through a Redis Cluster client the hash tag ``{name}`` (a name that has one
+    already is kept), so every key of one pool (or one site) and its scripts share one slot."""
+    from crawlfleet.redisconn import is_cluster_client
+
+    if not is_cluster_client(client) or has_hash_tag(name):
+        return name
+    return "{" + name + "}"
 
 
 @dataclass(frozen=True)
@@ -273,6 +299,14 @@ class JobKeys:
     """The Redis key names of crawl jobs, schedules and the agents (``crawlfleet.jobs``)."""
 
     prefix: str = FLEET_PREFIX
+
+    @classmethod
+    def for_client(cls, client: object) -> JobKeys:
+        """The names as ``client`` reaches them: under ``{crawlfleet}`` through a Redis Cluster
+        client, else ``crawlfleet`` (the documented names)."""
+        from crawlfleet.redisconn import is_cluster_client
+
+        return cls(FLEET_TAG if is_cluster_client(client) else FLEET_PREFIX)
 
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
