@@ -1,5 +1,5 @@
 """The operator side on a real six-node Redis Cluster (``redis+cluster://``): after a crawl ran
-there, ``crawlfleet status`` (and ``--json``), ``seed``, ``export``, ``requeue-failed``,
+there, ``crawlfleet check``, ``status`` (and ``--json``), ``seed``, ``export``, ``requeue-failed``,
 ``bloom-info``, ``pause``/``resume`` and ``purge`` find it under its hash tag ``{site}``, and the
 dashboard's JSON and ``/metrics`` answer with it. The shared cluster is emptied before each test.
 """
@@ -46,6 +46,9 @@ def test_the_operator_commands_work_on_the_cluster(
 ) -> None:
     url = crawl(site, start_worker, cluster)
     client = cluster.client()
+
+    checked = cli("check", "--json", "--redis-url", url)
+    assert checked.code == 0 and checked.json()["ok"] is True, checked.out + checked.err
 
     view = cli("status", "--json", "--redis-url", url)
     assert view.code == 0, view.err
