@@ -3,7 +3,8 @@
 ``crawlfleet status``, the dashboard page and its ``/metrics`` all call :func:`snapshot`, so they
 always agree. Per spider it costs two pipelined round trips (fixed keys and the worker list, then
 per-worker keys), plus two for the Bloom filter; spiders are discovered with a bounded ``SCAN``
-for the ``<spider>:frontier`` hashes every worker writes at start (never ``KEYS``).
+for the ``<spider>:frontier`` hashes every worker writes at start (never ``KEYS``; on a Redis
+Cluster on every primary, the keys named ``{<spider>}:…`` by ``SpiderKeys.for_client``).
 
 Where the numbers come from (keys: docs/reference/redis-keys.md):
 

@@ -17,11 +17,14 @@ scripts/gendocs.py.
 On a Redis Cluster (a ``redis+cluster://`` ``REDIS_URL``) every key of a crawl carries the hash
 tag of its spider: the prefix is ``{<spider>}`` instead of ``<spider>`` (``SpiderKeys(spider,
 tagged=True)``, ``KeySetting.resolve(..., tagged=True)``), so each script touches one slot and
-one crawl lives on one node. With any other URL the names are exactly the ones above.
+one crawl lives on one node. With any other URL the names are exactly the ones above. Code that
+holds a client rather than a URL (the operator commands, the dashboard, the agents) names them
+with ``SpiderKeys.for_client``.
 
 The keys of crawl jobs, schedules and agents (``crawlfleet.jobs``, docs/jobs.md) belong to no
 crawl: :class:`JobKeys` names them under the reserved prefix ``crawlfleet:`` (no spider may be
-called ``crawlfleet``), documented in ``JOB_KEYS``.
+called ``crawlfleet``), documented in ``JOB_KEYS``; on a cluster under ``{crawlfleet}``
+(``JobKeys.for_client``). The pools' keys take their tag from :func:`pool_tag`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A crawl job on a real six-node Redis Cluster (``redis+cluster://``): a real `crawlfleet agent`
 registers, `crawlfleet job start` has it start a `scrapy crawl` of the classic test project, the
-job ends ``finished`` with its numbers, pausing and resuming it work, and every job and agent key
+job ends ``finished`` with its numbers (``job list``, ``status``'s agents and the dashboard's
+``/api/jobs`` show it), pausing and resuming it work, and every job and agent key
 sits in the slot of the fleet's tag ``{crawlfleet}``, every key of the crawl in that of
 ``{pages}``.
 """
@@ -13,17 +14,20 @@ from redis.crc import key_slot
 from support.agents import SPIDER, launch_agent
 from support.cli import cli_process
 from support.crawl import Site
+from support.dashboard import KEY, start_dashboard
 from support.rediscluster import RedisClusterGroup
 from support.waiting import wait_until
 
 from crawlfleet.jobs import store
+
+__all__ = ["start_dashboard"]  # a fixture
 
 FAST = ["-s", "SCHEDULER_LEASE_TIMEOUT=3", "-s", "SCHEDULER_HEARTBEAT_INTERVAL=0.3"]
 FAST += ["-s", "WORKERSTATS_INTERVAL=0.3", "-s", "CONCURRENT_REQUESTS=1"]
 
 
 def test_an_agent_runs_a_job_on_the_cluster(
-    site: Site, cluster: RedisClusterGroup, tmp_path: Path
+    site: Site, cluster: RedisClusterGroup, tmp_path: Path, start_dashboard
 ) -> None:
     url = cluster.url()
     client = cluster.client()
@@ -55,6 +59,9 @@ def test_an_agent_runs_a_job_on_the_cluster(
         assert listed.out.splitlines()[1].split()[:3] == ["1", "finished", "classic/pages"]
         status = cli_process("status", "--json", "--redis-url", url)
         assert [a["name"] for a in status.json()["hub"]["agents"]] == ["a"], status.err
+        jobs = start_dashboard(url).get("/api/jobs", headers={"X-API-Key": KEY})
+        assert jobs.status_code == 200, jobs.text
+        assert [(j["id"], j["state"]) for j in jobs.json()["jobs"]] == [("1", "finished")]
     finally:
         agent.stop()
         client.close()
