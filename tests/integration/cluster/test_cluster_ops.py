@@ -81,6 +81,11 @@ def test_the_operator_commands_work_on_the_cluster(
     assert seeded.code == 0 and "{site}:start_urls" in seeded.out, seeded.err
     assert client.lrange("{site}:start_urls", 0, -1) == [f"{site.url}/p/3".encode()]
 
+    elsewhere = cli("requeue-failed", "site", "--queue-key", "site:requests", "--redis-url", url)
+    assert elsewhere.code != 0 and "outside the crawl's hash slot" in elsewhere.err
+    assert len(elsewhere.err.strip().splitlines()) == 1 and "Traceback" not in elsewhere.err
+    foreign = cli("export", "site", "-o", str(out), "--key", "all-items", "--redis-url", url)
+    assert foreign.code != 0 and "outside the crawl's hash slot" in foreign.err, foreign.err
     requeued = cli("requeue-failed", "site", "--redis-url", url)
     assert requeued.code == 0, requeued.err
     assert "requeued 2 failed request(s) of site into {site}:requests" in requeued.out
