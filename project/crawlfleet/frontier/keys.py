@@ -275,7 +275,9 @@ def spider_of_frontier_key(key: str, tagged: bool = False) -> str:
     prefix = key.removesuffix(_FRONTIER_SUFFIX)
     if not tagged:
         return prefix
-    return prefix[1:-1] if has_hash_tag(prefix) and prefix == "{" + prefix[1:-1] + "}" else ""
+    spider = prefix[1:-1]
+    whole = prefix == "{" + spider + "}" and spider and "{" not in spider and "}" not in spider
+    return spider if whole else ""
 
 
 #: The prefix of the fleet's own keys, and so a name no spider may have (``<spider>:*`` of a

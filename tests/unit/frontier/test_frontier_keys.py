@@ -156,6 +156,7 @@ def test_spiders_are_found_by_their_frontier_hash() -> None:
     # on a cluster, a frontier hash without the tag (or with another) names no crawl
     assert spider_of_frontier_key("my:spider:frontier", tagged=True) == ""
     assert spider_of_frontier_key("{a}b:frontier", tagged=True) == ""
+    assert spider_of_frontier_key("{a}{b}:frontier", tagged=True) == ""
 
 
 def test_a_plain_client_names_every_key_as_documented() -> None:
