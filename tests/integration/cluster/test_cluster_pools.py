@@ -1,8 +1,8 @@
 """The proxy pool and the account pool on a real six-node Redis Cluster (``redis+cluster://``):
 ``/random``, ``/count``, ``/health`` and ``/report`` answer, every key of the proxy pool sits in
 the slot of its tag ``{proxypool:proxies}`` and every key of a site in the slot of ``{<site>}``.
-The proxy pool runs as ``crawlfleet proxypool serve``; the account pool's API in this process
-(its Starlette app over httpx's ASGI transport) on the cluster's client.
+Both run as their services (``crawlfleet proxypool serve``, ``crawlfleet accountpool serve``
+logging in to the demo site).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,13 +17,10 @@ from redis.crc import key_slot
 from support.net import free_port
 from support.rediscluster import RedisClusterGroup
 from support.services import start_process, stop_process, wait_healthy
+from support.waiting import wait_until
 
-from crawlfleet.accountpool.api import ApiState, create_app
-from crawlfleet.accountpool.crypto import PasswordBox, generate_key
-from crawlfleet.accountpool.store import AccountStore, CredentialRecord
-from crawlfleet.accountpool.store import connect as account_connect
-from crawlfleet.proxypool.store import ProxyStore
-from crawlfleet.proxypool.store import connect as proxy_connect
+from crawlfleet.accountpool.crypto import generate_key
+from crawlfleet.proxypool.store import ProxyStore, connect
 
 API_KEY = "cluster-pool-key-0123456789"
 HEADERS = {"X-API-Key": API_KEY}
@@ -38,7 +34,7 @@ def test_the_proxy_pool_serves_from_one_slot(cluster: RedisClusterGroup, tmp_pat
     url = cluster.url()
 
     async def fill() -> None:
-        client = proxy_connect(url)
+        client = connect(url)
         store = ProxyStore(client, "proxypool:proxies", 100)
         assert (store.key, store.stats_key) == ("{proxypool:proxies}", "{proxypool:proxies}:stats")
         added = await store.add(["http://127.0.0.2:3128", "http://127.0.0.3:3128"])
@@ -84,37 +80,59 @@ def test_the_proxy_pool_serves_from_one_slot(cluster: RedisClusterGroup, tmp_pat
     assert set(slots.values()) == {key_slot(b"{proxypool:proxies}")}, slots
 
 
-def test_the_account_pool_serves_a_site_from_one_slot(cluster: RedisClusterGroup) -> None:
+def test_the_account_pool_logs_in_and_serves_a_site_from_one_slot(
+    cluster: RedisClusterGroup, tmp_path: Path
+) -> None:
+    """The whole service: its generator logs in to the demo site, its API serves the tokens."""
     url = cluster.url()
+    site_port, port = free_port(), free_port()
+    users = tmp_path / "users.txt"
+    users.write_text("ann:pw-ann-cluster\nbob:pw-bob-cluster\n")
+    site = start_process(
+        [sys.executable, "-m", "crawlfleet.cli", "demosite", "--port", str(site_port),
+         "--books", "5", "--accounts", f"@{users}", "--log-level", "warning"],
+        tmp_path / "demosite.log",
+    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCOUNTPOOL_")}
+    env.update(ACCOUNTPOOL_SECRET_KEY=generate_key(), ACCOUNTPOOL_API_KEY=API_KEY)
+    log = tmp_path / "accountpool.log"
+    pool = start_process(
+        [sys.executable, "-m", "crawlfleet.cli", "accountpool", "serve", "--redis-url", url,
+         "--port", str(port), "--site-url", f"demosite=http://127.0.0.1:{site_port}",
+         "--generate-interval", "0.5", "--test-interval", "1", "--timeout", "3"],
+        log, env=env,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
 
-    async def main() -> None:
-        redis = account_connect(url)
-        store = AccountStore(redis, PasswordBox(generate_key()))
-        await store.add_accounts("demosite", [("ann", "pw-ann-cluster"), ("bob", "pw-bob-c")])
-        now = time.time()
-        for user in ("ann", "bob"):
-            record = CredentialRecord(f"token-{user}", now + 600, now + 300, now)
-            await store.set_credential("demosite", user, record)
-        state = ApiState(store, url, ["demosite"], API_KEY, 1.0, asyncio.Event())
-        transport = httpx.ASGITransport(app=create_app(state))
-        async with httpx.AsyncClient(transport=transport, base_url="http://pool") as client:
-            health = await client.get("/health")
-            assert health.status_code == 200, health.text
-            count = await client.get("/demosite/count", headers=HEADERS)
-            assert count.status_code == 200 and count.json()["count"] == 2, count.text
-            random = await client.get("/demosite/random", headers=HEADERS)
-            assert random.status_code == 200 and random.text in ("token-ann", "token-bob")
-            report = await client.post("/demosite/report", headers=HEADERS, content="token-ann")
-            assert report.json() == {"site": "demosite", "removed": True}, report.text
-            count = await client.get("/demosite/count", headers=HEADERS)
-            assert count.json()["count"] == 1, count.text
-            metrics = await client.get("/metrics")
-            assert metrics.status_code == 200
-        await redis.aclose()
+    def count() -> int:
+        answer = httpx.get(f"{base}/demosite/count", headers=HEADERS, timeout=5)
+        return int(answer.json()["count"]) if answer.status_code == 200 else -1
 
-    asyncio.run(main())
+    try:
+        wait_healthy(site, f"http://127.0.0.1:{site_port}/health", tmp_path / "demosite.log")
+        wait_healthy(pool, f"{base}/health", log, timeout=20)
+        accounts = [{"username": "ann", "password": "pw-ann-cluster"}]
+        accounts.append({"username": "bob", "password": "pw-bob-cluster"})
+        added = httpx.post(
+            f"{base}/demosite/accounts", headers=HEADERS, json={"accounts": accounts}, timeout=5
+        )
+        assert added.status_code == 200 and added.json()["added"] == 2, added.text
+        wait_until(lambda: count() == 2, "both accounts logged in", timeout=30)
+        health = httpx.get(f"{base}/health", timeout=5)
+        assert health.status_code == 200 and health.json()["status"] == "ok", health.text
+        token = httpx.get(f"{base}/demosite/random", headers=HEADERS, timeout=5)
+        assert token.status_code == 200 and token.text, token.text
+        reported = httpx.post(
+            f"{base}/demosite/report", headers=HEADERS, json={"token": token.text}, timeout=5
+        )
+        assert reported.json() == {"site": "demosite", "removed": True}, reported.text
+        wait_until(lambda: count() == 2, "a fresh credential after the report", timeout=30)
+        assert "Traceback" not in log.read_text()
+    finally:
+        stop_process(pool)
+        stop_process(site)
     slots = slots_of(cluster)
-    site = {k: s for k, s in slots.items() if "{demosite}" in k}
-    assert {"accounts:{demosite}", "credentials:{demosite}:expiry"} <= set(site), slots
-    assert set(site.values()) == {key_slot(b"{demosite}")}, slots
-    assert not [k for k in slots if "demosite" in k and k not in site], slots
+    tagged = {k: s for k, s in slots.items() if "{demosite}" in k}
+    assert {"accounts:{demosite}", "credentials:{demosite}:expiry"} <= set(tagged), slots
+    assert set(tagged.values()) == {key_slot(b"{demosite}")}, slots
+    assert not [k for k in slots if "demosite" in k and k not in tagged], slots
