@@ -1,12 +1,12 @@
 """The operator side on a real six-node Redis Cluster (``redis+cluster://``): after a crawl ran
 there, ``crawlfleet check``, ``status`` (and ``--json``), ``seed``, ``export``, ``requeue-failed``,
 ``bloom-info``, ``pause``/``resume`` and ``purge`` find it under its hash tag ``{site}``, and the
-dashboard's JSON and ``/metrics`` answer with it. The shared cluster is emptied before each test.
+dashboard's page, JSON and ``/metrics`` answer with it (its sampler's series in the crawl's
+slot). The shared cluster is emptied before each test.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from redis.crc import key_slot
@@ -14,6 +14,7 @@ from support.cli import cli
 from support.crawl import Site, frontier_settings
 from support.dashboard import KEY, start_dashboard
 from support.rediscluster import RedisClusterGroup
+from support.waiting import wait_until
 
 __all__ = ["start_dashboard"]  # a fixture
 
@@ -123,4 +124,9 @@ def test_the_dashboard_answers_with_the_crawl_on_the_cluster(
     metrics = dash.get("/metrics", headers={"X-API-Key": KEY})
     assert metrics.status_code == 200
     assert 'spider="site"' in metrics.text
-    assert json.dumps(view.json())  # the whole view is JSON
+    assert dash.get("/", headers={"X-API-Key": KEY}).status_code == 200
+    client = cluster.client()
+    try:  # the sampler's queue-depth series, in the crawl's slot
+        wait_until(lambda: client.llen("{site}:ops:queue") >= 2, "two queue samples")
+    finally:
+        client.close()
