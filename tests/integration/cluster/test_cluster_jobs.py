@@ -1,9 +1,9 @@
 """A crawl job on a real six-node Redis Cluster (``redis+cluster://``): a real `crawlfleet agent`
 registers, `crawlfleet job start` has it start a `scrapy crawl` of the classic test project, the
 job ends ``finished`` with its numbers (``job list``, ``status``'s agents and the dashboard's
-``/api/jobs`` show it), pausing and resuming it work, and every job and agent key
-sits in the slot of the fleet's tag ``{crawlfleet}``, every key of the crawl in that of
-``{pages}``.
+``/api/jobs`` show it, with a schedule added and paused), pausing and resuming it work, and
+every job, schedule and agent key sits in the slot of the fleet's tag ``{crawlfleet}``, every key
+of the crawl in that of ``{pages}``.
 """
 
 from __future__ import annotations
@@ -59,9 +59,16 @@ def test_an_agent_runs_a_job_on_the_cluster(
         assert listed.out.splitlines()[1].split()[:3] == ["1", "finished", "classic/pages"]
         status = cli_process("status", "--json", "--redis-url", url)
         assert [a["name"] for a in status.json()["hub"]["agents"]] == ["a"], status.err
+        added = cli_process(
+            "schedule", "add", "classic", SPIDER, "--every", "1d", "--redis-url", url
+        )
+        assert added.out.startswith("schedule 1: classic/pages every 1d"), added.err
+        paused_schedule = cli_process("schedule", "pause", "1", "--redis-url", url)
+        assert paused_schedule.code == 0, paused_schedule.err
         jobs = start_dashboard(url).get("/api/jobs", headers={"X-API-Key": KEY})
         assert jobs.status_code == 200, jobs.text
         assert [(j["id"], j["state"]) for j in jobs.json()["jobs"]] == [("1", "finished")]
+        assert [(r["id"], r["paused"]) for r in jobs.json()["schedules"]] == [("1", True)]
     finally:
         agent.stop()
         client.close()
