@@ -13,9 +13,9 @@ included); pages lost (never parsed by either) are reported too. An idle redis-s
 too (its timers, ``hz 10``), so a drill that lasts longer costs more per page with no more work:
 the idle rate is sampled on the fresh server for IDLE_SAMPLE seconds before each run, and the CPU
 per page is also given net of it (elapsed times the idle rate subtracted). crawlfleet's default
-Bloom dupefilter (``BLOOMFILTER_CAPACITY`` 100,000,000 at 0.001) allocates its whole block when a
-crawl starts; that one-off cost is measured alone on a fresh server, reported as its own row, and
-also subtracted (what the pages themselves cost).
+Bloom dupefilter (scalable, ``BLOOMFILTER_CAPACITY`` 100,000,000 at 0.001) allocates its first
+layer when a crawl starts; that one-off cost is measured alone on a fresh server, reported as its
+own row, and also subtracted (what the pages themselves cost).
 Each scheduler runs RUNS times, alternating; each run is one row, and the ratios are of medians.
 
 Run alone: ``scripts/bench.sh --only drill`` (about 4 minutes; ``--quick``: one run each).
@@ -121,14 +121,17 @@ def drill(ctx: Any, name: str, python: str, work: Path, run: int) -> dict[str, f
 
 
 def bloom_creation(ctx: Any) -> float:
-    """Redis CPU seconds to create the default Bloom filter and add one fingerprint."""
-    from crawlfleet.frontier.bloom import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, BloomFilter
+    """Redis CPU seconds to create a crawl's default Bloom filter and add one fingerprint."""
+    from scrapy.settings import Settings
+
+    from crawlfleet.frontier.bloom import BloomFilter, layout_from_settings
 
     server = ctx.start_redis()
     client = server.client()
     client.flushall()
+    layout = layout_from_settings(Settings({"REDIS_URL": server.url}), "drill")
     before, _ = _cost(server)
-    BloomFilter(client, "drill:bloomfilter", DEFAULT_CAPACITY, DEFAULT_ERROR_RATE).add(b"0" * 20)
+    BloomFilter(client, layout.key, layout=layout).add(b"0" * 20)
     after, _ = _cost(server)
     client.close()
     server.stop()

@@ -34,3 +34,14 @@ def supported_tags(python: str, platforms: list[str]) -> set[Tag]:
     return set(cpython_tags(version, [cp], platforms)) | set(
         compatible_tags(version, cp, platforms)
     )
+
+
+def load_project_builder() -> ModuleType:
+    """build_project.py (role crawler's release builder) as a module, `build_project`."""
+    if "build_project" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("build_project", PROJECT_SCRIPT)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["build_project"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["build_project"]

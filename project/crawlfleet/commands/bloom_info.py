@@ -49,10 +49,16 @@ def _human_bytes(size: int) -> str:
 
 def format_info(info: dict[str, Any]) -> str:
     count = info["count_estimate"]
+    key, hashes = info["key"], str(info["hashes"])
+    if info["scalable"]:
+        key = f"{key} (scalable: {info['layers']} of {info['max_layers']} layers)"
+        hashes += " (newest layer)"
+    elif info["blocks"] > 1:
+        key = f"{key} ({info['blocks']} blocks)"
     rows = [
-        ("key", info["key"] if info["blocks"] == 1 else f"{info['key']} ({info['blocks']} blocks)"),
+        ("key", key),
         ("size", f"{_human_bytes(info['size_bytes'])} ({info['bits']:,} bits)"),
-        ("hashes (k)", str(info["hashes"])),
+        ("hashes (k)", hashes),
         ("capacity", f"{info['capacity']:,} at error rate {info['error_rate']:g}"),
         ("count (estimated)", "more than the filter can tell" if count is None else f"{count:,}"),
         ("fill ratio", f"{info['fill_ratio']:.4f}"),

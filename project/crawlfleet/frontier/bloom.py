@@ -19,6 +19,23 @@ The parameters (bits, hashes, blocks) are recorded in ``<key>:meta`` when the fi
 (and its blocks allocated at full size), so a worker configured differently fails loudly instead
 of silently missing duplicates, and ``crawlfleet bloom-info`` can read a filter without knowing
 its settings.
+
+A scalable filter (``scalable=True``; a crawl's default, ``BLOOMFILTER_SCALABLE``) is Almeida et
+al.'s: it starts with one small layer sized for ``initial_capacity`` fingerprints and adds a layer
+four times larger each time the newest is full, up to ``capacity`` in all (the last layer holds
+the remainder). Layer i has k0 + i hashes and is full at half its bits set, so its
+false-positive rate is 2^-(k0+i) and the filter's is below 2^-(k0-1) <= ``error_rate`` at any
+load up to ``capacity``. Layers are Redis strings ``<key>``, ``<key>:1``, ``<key>:2`` … (on a
+Redis Cluster the key must carry a hash tag, as a crawl's does, so they share its slot); each
+starts with a 64-bit header (u32 fingerprints added to it; in layer 0 also u16 layers in use at
+bit 32). A fingerprint's argument is 18 bytes (h1, h2, the first and last layers' bits, k0, the
+number of layers), a length no fixed filter's argument has (4 bytes per hash), so the one
+``check_and_add`` serves both kinds: the Lua function computes each layer's bits from h1 and h2,
+checks every layer in use, and adds the fingerprint to the newest one, all in one script.
+Creating a scalable filter allocates only its first layer (about 2 MB for a million fingerprints
+at 0.001, against 171 MiB for a fixed filter of 100,000,000); each later layer is allocated
+inside the enqueue call that fills the one before it. An existing fixed filter (its
+``<key>:meta`` says so) is opened as it was recorded, whatever the settings say about scaling.
 """
 
 from __future__ import annotations
@@ -56,10 +73,91 @@ COMPAT_WARN_ERROR_RATE = 0.01
 SCRIPT_BATCH = 2000
 # Bump when the way bits are derived from a fingerprint changes: old filters then refuse to open.
 HASH_SCHEME = "edh-v1"
+SCALABLE_SCHEME = "sbf-v1"
+# A scalable filter's first layer holds this many fingerprints (BLOOMFILTER_INITIAL_CAPACITY).
+DEFAULT_INITIAL_CAPACITY = 1_000_000
+# Each layer of a scalable filter is this many times larger than the one before.
+GROWTH = 4
+# Each scalable layer starts with a header: u32 fingerprints in it (bit 0), u16 layers (bit 32).
+HEADER_BITS = 64
+MAX_LAYER_BITS = MAX_BLOCK_BITS - HEADER_BITS
+# Layers are numbered by one byte in a fingerprint's argument.
+MAX_LAYERS = 255
+SCALABLE_ITEM_SIZE = 18
 
-# One BITFIELD call sets all k bits and returns their old values (faster than k SETBITs in Lua).
-LUA_CHECK_AND_ADD = """
+# A scalable filter's layers (see the module docstring). sbf_layers(key, arg, add) reads the
+# argument, checks every layer in use and, when ``add`` and the fingerprint is in none of them, sets
+# its bits in the newest layer and counts it there, adding the next layer when that one is full.
+# Returns 1 when the fingerprint is in no layer (new), else 0. Bit j of layer i (m bits, k0 + i
+# hashes) is HEADER + (h1 + j*h2 + (j^3 - j)/6) mod m, exact in Lua's doubles (all below 2^40).
+_LUA_SCALABLE = (
+    f"local SBF_HEADER, SBF_GROWTH, SBF_MAX_BITS, SBF_LN2 = {HEADER_BITS}, {GROWTH}, "
+    f"{MAX_LAYER_BITS}, {math.log(2)!r}"
+    + """
+local function sbf_u32(b, p)
+  return ((b[p] * 256 + b[p + 1]) * 256 + b[p + 2]) * 256 + b[p + 3]
+end
+local function sbf_bits(cmd, op, h1, h2, m, k)
+  local a, s = h1 % m, h2 % m
+  if s == 0 then s = 1 end
+  for j = 0, k - 1 do
+    local n = #cmd
+    cmd[n + 1], cmd[n + 2] = op, 'u1'
+    cmd[n + 3] = SBF_HEADER + (a + j * s + (j * j * j - j) / 6) % m
+    if op == 'SET' then cmd[n + 4] = 1 end
+  end
+  return cmd
+end
+local function sbf_all_set(r, from)
+  for i = from, #r do
+    if r[i] == 0 then return false end
+  end
+  return true
+end
+local function sbf_layers(key, arg, add)
+  local b = {string.byte(arg, 1, #arg)}
+  local h1, h2, m0, mlast = sbf_u32(b, 1), sbf_u32(b, 5), sbf_u32(b, 9), sbf_u32(b, 13)
+  local k0, maxl = b[17], b[18]
+  local function layer(i)
+    if i == 0 then return key end
+    return key .. ':' .. i
+  end
+  local function bits_of(i)
+    if i == maxl - 1 then return mlast end
+    return math.min(m0 * SBF_GROWTH ^ i, SBF_MAX_BITS)
+  end
+  local r = redis.call(unpack(sbf_bits({'BITFIELD', key, 'GET', 'u16', 32}, 'GET', h1, h2,
+                                       bits_of(0), k0)))
+  if sbf_all_set(r, 2) then return 0 end
+  local layers = math.max(r[1], 1)
+  for i = 1, layers - 1 do
+    local lr = redis.call(unpack(sbf_bits({'BITFIELD', layer(i)}, 'GET', h1, h2, bits_of(i),
+                                          k0 + i)))
+    if sbf_all_set(lr, 1) then return 0 end
+  end
+  if not add then return 1 end
+  local last, k = layers - 1, k0 + layers - 1
+  local m = bits_of(last)
+  local cmd = sbf_bits({'BITFIELD', layer(last), 'INCRBY', 'u32', 0, 1}, 'SET', h1, h2, m, k)
+  local count = redis.call(unpack(cmd))[1]
+  if layers < maxl and count >= math.floor(m * SBF_LN2 / k) then
+    -- the newest layer is full: allocate the next one at its full size in one step
+    local size = math.ceil((SBF_HEADER + bits_of(layers)) / 8)
+    redis.call('SETRANGE', layer(layers), size - 1, '\\0')
+    redis.call('BITFIELD', key, 'SET', 'u16', 32, layers + 1)
+  end
+  return 1
+end
+"""
+)
+
+# One BITFIELD call sets all k bits and returns their old values (faster than k SETBITs in Lua). An
+# argument whose length is not a multiple of 4 is a scalable filter's.
+LUA_CHECK_AND_ADD = (
+    _LUA_SCALABLE
+    + """
 local function check_and_add(key, arg)
+  if #arg % 4 ~= 0 then return sbf_layers(key, arg, true) end
   local cmd = {'BITFIELD', key}
   for p = 1, #arg, 4 do
     local b1, b2, b3, b4 = string.byte(arg, p, p + 3)
@@ -76,10 +174,12 @@ local function check_and_add(key, arg)
   return 0
 end
 """
+)
 
 # GETBIT one by one: a non-member usually stops at the first or second bit.
 _LUA_CONTAINS = """
 local function contains(key, arg)
+  if #arg % 4 ~= 0 then return 1 - sbf_layers(key, arg, false) end
   for p = 1, #arg, 4 do
     local b1, b2, b3, b4 = string.byte(arg, p, p + 3)
     if redis.call('GETBIT', key, ((b1 * 256 + b2) * 256 + b3) * 256 + b4) == 0 then
@@ -100,7 +200,7 @@ end
 return table.concat(out)
 """
 _ADD_SCRIPT = LUA_CHECK_AND_ADD + _LUA_BATCH % "check_and_add"
-_CONTAINS_SCRIPT = _LUA_CONTAINS + _LUA_BATCH % "contains"
+_CONTAINS_SCRIPT = _LUA_SCALABLE + _LUA_CONTAINS + _LUA_BATCH % "contains"
 
 # Creates the metadata hash unless it exists, then returns it (one key: cluster-safe).
 _META_SCRIPT = """
@@ -125,8 +225,21 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 """
 
+# A scalable filter's layers (KEYS, all of them): deletes them when ARGV[2] is '1', then creates
+# layer 0 at its full size (ARGV[1]: index of its last byte) with "1 layer in use" in its header.
+_ALLOCATE_LAYERS_SCRIPT = """
+if ARGV[2] == '1' then
+  redis.call('DEL', unpack(KEYS))
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SETRANGE', KEYS[1], ARGV[1], '\\0')
+  redis.call('BITFIELD', KEYS[1], 'SET', 'u16', 32, 1)
+end
+"""
+
 _DIGEST = struct.Struct(">QQI")
 _DIGEST_BYTES = _DIGEST.size  # 20, the size of Scrapy's SHA-1 request fingerprints
+_LN2 = math.log(2)
 
 
 class BloomConfigError(ValueError):
@@ -172,6 +285,9 @@ class BloomLayout:
     forces the number of blocks; by default there are as few as fit the 2^32-bit string limit.
     Errors name the setting (``BLOOMFILTER_*``) that holds the bad value.
     """
+
+    # the recorded parameters a worker's settings must agree with
+    CHECKED = ("scheme", "bits", "hashes", "blocks")
 
     def __init__(
         self,
@@ -315,12 +431,134 @@ class BloomLayout:
         return self.block_keys.index(key), list(self._item.unpack(packed))
 
 
+class ScalableLayout:
+    """Where a scalable Bloom filter's bits go: its layers' sizes, hashes, keys and capacities.
+
+    Pure computation, no Redis (see the module docstring for the scheme). Layer 0 holds
+    ``initial_capacity`` fingerprints (at most ``capacity``) with k0 = ceil(log2(1/p)) + 1 hashes;
+    layer i has GROWTH^i times its bits and k0 + i hashes; the last layer holds what is left of
+    ``capacity``. Errors name the setting (``BLOOMFILTER_*``) that holds the bad value.
+    """
+
+    blocks = 1
+    item_size = SCALABLE_ITEM_SIZE
+    # the recorded parameters a worker's settings must agree with
+    CHECKED = ("scheme", "layer_bits", "first_hashes")
+
+    def __init__(
+        self,
+        key: str,
+        capacity: int = DEFAULT_CAPACITY,
+        error_rate: float = DEFAULT_ERROR_RATE,
+        *,
+        initial_capacity: int = DEFAULT_INITIAL_CAPACITY,
+    ) -> None:
+        if not isinstance(key, str) or not key:
+            raise BloomConfigError(f"BLOOMFILTER_KEY must be a non-empty string, got {key!r}")
+        self.key = key
+        self.meta_key = f"{key}:meta"
+        self.capacity = _positive_int(capacity, "BLOOMFILTER_CAPACITY")
+        self.error_rate = _error_rate(error_rate, "BLOOMFILTER_ERROR_RATE")
+        initial = _positive_int(initial_capacity, "BLOOMFILTER_INITIAL_CAPACITY")
+        self.initial_capacity = min(initial, self.capacity)
+        # the layers' rates 2^-k0, 2^-(k0+1) … add up to less than 2^-(k0-1) <= error_rate
+        self.first_hashes = math.ceil(-math.log2(self.error_rate)) + 1
+        first_bits = math.ceil(self.initial_capacity * self.first_hashes / _LN2)
+        if first_bits > MAX_LAYER_BITS:
+            raise BloomConfigError(
+                f"BLOOMFILTER_INITIAL_CAPACITY={initial} needs a first layer of {first_bits} "
+                f"bits, more than one Redis string holds (2^32 bits): lower it"
+            )
+        self.layer_bits: list[int] = []
+        self.layer_capacity: list[int] = []
+        total = 0
+        while total < self.capacity:
+            if len(self.layer_bits) == MAX_LAYERS:
+                raise BloomConfigError(
+                    f"BLOOMFILTER_CAPACITY={self.capacity} needs more than {MAX_LAYERS} layers "
+                    f"of a scalable filter: raise BLOOMFILTER_INITIAL_CAPACITY"
+                )
+            k = self.first_hashes + len(self.layer_bits)
+            bits = min(first_bits * GROWTH ** len(self.layer_bits), MAX_LAYER_BITS)
+            if total + _layer_capacity(bits, k) >= self.capacity:
+                # the last layer holds the rest
+                bits = min(bits, max(k, math.ceil((self.capacity - total) * k / _LN2)))
+            self.layer_bits.append(bits)
+            self.layer_capacity.append(_layer_capacity(bits, k))
+            total += self.layer_capacity[-1]
+        self.layer_hashes = [self.first_hashes + i for i in range(len(self.layer_bits))]
+        # Layer 0 is the key; on a Redis Cluster the key's hash tag keeps the others in its slot.
+        self.layer_keys = [key] + [f"{key}:{i}" for i in range(1, len(self.layer_bits))]
+        self.block_keys = self.layer_keys[:1]
+        self.hashes = self.first_hashes
+        self.bits = sum(self.layer_bits)
+        self._shape = struct.pack(
+            ">IIBB", first_bits, self.layer_bits[-1], self.first_hashes, len(self.layer_bits)
+        )
+
+    @classmethod
+    def from_meta(cls, key: str, stored: dict[str, str]) -> ScalableLayout:
+        """The layout recorded in a scalable filter's metadata hash."""
+        try:
+            layout = cls(
+                key,
+                int(stored["capacity"]),
+                float(stored["error_rate"]),
+                initial_capacity=int(stored["initial_capacity"]),
+            )
+            if stored["scheme"] != SCALABLE_SCHEME or layout.meta() != stored:
+                raise ValueError(stored["scheme"])
+        except (KeyError, ValueError, BloomConfigError):
+            raise BloomConfigError(
+                f"Redis key {key}:meta is not valid crawlfleet Bloom filter metadata"
+            ) from None
+        return layout
+
+    def meta(self) -> dict[str, str]:
+        """What is recorded in ``<key>:meta`` when the filter is created."""
+        return {
+            "scheme": SCALABLE_SCHEME,
+            "capacity": str(self.capacity),
+            "error_rate": repr(self.error_rate),
+            "initial_capacity": str(self.initial_capacity),
+            "layer_bits": ",".join(map(str, self.layer_bits)),
+            "first_hashes": str(self.first_hashes),
+        }
+
+    def script_item(self, fp: object) -> tuple[str, bytes]:
+        """Layer 0's key and the 18-byte argument ``check_and_add`` reads for ``fp``."""
+        if not isinstance(fp, bytes):
+            raise TypeError(f"Bloom filter members are bytes fingerprints, not {type(fp).__name__}")
+        if len(fp) < _DIGEST_BYTES:
+            fp = hashlib.blake2b(fp, digest_size=_DIGEST_BYTES).digest()
+        return self.layer_keys[0], fp[0:4] + fp[8:12] + self._shape
+
+    def offsets(self, fp: bytes) -> list[list[int]]:
+        """The bit offsets of ``fp`` in each layer, header included; for tests and diagnostics."""
+        _, arg = self.script_item(fp)
+        h1, h2 = struct.unpack_from(">II", arg)
+        out = []
+        for m, k in zip(self.layer_bits, self.layer_hashes, strict=True):
+            a, s = h1 % m, h2 % m or 1
+            out.append([HEADER_BITS + (a + j * s + (j**3 - j) // 6) % m for j in range(k)])
+        return out
+
+
+def _layer_capacity(bits: int, hashes: int) -> int:
+    """Fingerprints a layer holds before half its bits are set (rate 2^-hashes)."""
+    return math.floor(bits * _LN2 / hashes)
+
+
+Layout = BloomLayout | ScalableLayout
+
+
 class BloomFilter:
     """A Bloom filter in Redis under ``key`` (see the module docstring for the layout).
 
-    Takes the same sizing arguments as :class:`BloomLayout` (or a ready ``layout``). Creating the
-    object checks that the keys are free or hold this filter, and records (or verifies) its
-    parameters in Redis.
+    Takes the same sizing arguments as :class:`BloomLayout`, or with ``scalable=True`` those of
+    :class:`ScalableLayout` (or a ready ``layout``). Creating the object checks that the keys are
+    free or hold this filter, and records (or verifies) its parameters in Redis; a scalable layout
+    finding a fixed filter recorded under ``key`` opens that filter instead.
     """
 
     def __init__(
@@ -333,9 +571,13 @@ class BloomFilter:
         bit: int | None = None,
         hash_number: int | None = None,
         blocks: int | None = None,
-        layout: BloomLayout | None = None,
+        scalable: bool = False,
+        initial_capacity: int = DEFAULT_INITIAL_CAPACITY,
+        layout: Layout | None = None,
     ) -> None:
         self.redis = redis_client
+        if layout is None and scalable:
+            layout = ScalableLayout(key, capacity, error_rate, initial_capacity=initial_capacity)
         self.layout = layout or BloomLayout(
             key, capacity, error_rate, bit=bit, hash_number=hash_number, blocks=blocks
         )
@@ -373,7 +615,30 @@ class BloomFilter:
 
     def _open(self) -> None:
         """Check the keys are free or ours; record our parameters or verify the recorded ones."""
+        if isinstance(self.layout, ScalableLayout):
+            try:
+                stored = _decode_pairs(self.redis.hgetall(self.layout.meta_key))
+            except redis.ResponseError:
+                stored = {}  # another type: reported below
+            if stored.get("scheme") == HASH_SCHEME:
+                # a fixed filter made before scaling was the default: it keeps working as it is
+                self.layout = BloomLayout.from_meta(self.key, stored)
+                logger.info(
+                    "Bloom filter %s is a fixed filter of %d bits (recorded in %s): used as it is",
+                    self.key,
+                    self.layout.bits,
+                    self.layout.meta_key,
+                )
         layout = self.layout
+        if (
+            isinstance(layout, ScalableLayout)
+            and isinstance(self.redis, RedisCluster)
+            and not has_hash_tag(layout.key)
+        ):
+            raise BloomConfigError(
+                f"BLOOMFILTER_KEY {layout.key!r} has no hash tag: on a Redis Cluster a scalable "
+                f"filter's layers ({layout.key}:1 …) must share its slot (a key like '{{book}}:bf')"
+            )
         pipe = self.redis.pipeline(transaction=False)
         for block_key in layout.block_keys:
             pipe.type(block_key)
@@ -403,19 +668,26 @@ class BloomFilter:
                 f"delete it or choose another BLOOMFILTER_KEY"
             ) from None
         stored = _decode_pairs(reply)
-        wanted = {name: fresh[name] for name in ("scheme", "bits", "hashes", "blocks")}
-        found = {name: stored.get(name, "?") for name in wanted}
+        wanted = {name: fresh[name] for name in layout.CHECKED}
+        kind = ScalableLayout if stored.get("scheme") == SCALABLE_SCHEME else BloomLayout
+        found = {name: stored.get(name, "?") for name in kind.CHECKED}
         if found != wanted:
             raise BloomConfigError(
                 f"Bloom filter {layout.key!r} was created with {_describe(found)} but the settings "
-                f"(BLOOMFILTER_CAPACITY/ERROR_RATE/BIT/HASH_NUMBER/BLOCKS) now give "
-                f"{_describe(wanted)}: restore them, or delete the filter (crawlfleet bloom-info "
-                f"shows it; SCHEDULER_FLUSH_ON_START=True clears it)"
+                f"(BLOOMFILTER_CAPACITY/ERROR_RATE/BIT/HASH_NUMBER/BLOCKS/SCALABLE/"
+                f"INITIAL_CAPACITY) now give {_describe(wanted)}: restore them, or delete the "
+                f"filter (crawlfleet bloom-info shows it; SCHEDULER_FLUSH_ON_START=True clears it)"
             )
         self._allocate(reset=False)
 
     def _allocate(self, reset: bool) -> None:
-        """Create missing blocks at full size (emptying them first when ``reset``)."""
+        """Create missing blocks at full size (emptying them first when ``reset``); a scalable
+        filter's first layer (``reset`` deletes every layer first)."""
+        if isinstance(self.layout, ScalableLayout):
+            keys = self.layout.layer_keys
+            size = -(-(HEADER_BITS + self.layout.layer_bits[0]) // 8)
+            self.redis.eval(_ALLOCATE_LAYERS_SCRIPT, len(keys), *keys, size - 1, int(reset))
+            return
         last_byte = -(-self.layout.block_bits // 8) - 1
         if isinstance(self.redis, RedisCluster):  # a cluster pipeline runs no script
             for block_key in self.block_keys:
@@ -436,16 +708,16 @@ class BloomFilter:
         if meta_type not in (b"hash", "hash"):
             raise BloomConfigError(f"Redis key {meta_key!r} is not Bloom filter metadata")
         stored = _decode_pairs(redis_client.hgetall(meta_key))
-        return cls(redis_client, key, layout=BloomLayout.from_meta(key, stored))
+        return cls(redis_client, key, layout=layout_from_meta(key, stored))
 
     @staticmethod
-    def destroy(redis_client: redis.Redis, layout: BloomLayout) -> None:
+    def destroy(redis_client: redis.Redis, layout: Layout) -> None:
         """Delete the filter at ``layout.key``, whatever its recorded parameters, and its meta."""
-        keys = set(layout.block_keys)
+        keys = set(_all_keys(layout))
         try:
             stored = _decode_pairs(redis_client.hgetall(layout.meta_key))
             if stored:
-                keys.update(BloomLayout.from_meta(layout.key, stored).block_keys)
+                keys.update(_all_keys(layout_from_meta(layout.key, stored)))
         except (redis.ResponseError, BloomConfigError):
             pass  # not our metadata: there are no other blocks to find
         pipe = redis_client.pipeline(transaction=False)
@@ -483,7 +755,7 @@ class BloomFilter:
         items = [self.script_item(fp) for fp in fps]
         groups: Iterable[tuple[str, Sequence[int]]]
         if self.blocks == 1:
-            groups = [(self.key, range(len(items)))]
+            groups = [(self.block_keys[0], range(len(items)))]
         else:
             by_key: dict[str, list[int]] = {}
             for position, (key, _) in enumerate(items):
@@ -551,6 +823,8 @@ class BloomFilter:
 
     def info(self) -> dict[str, Any]:
         """Size, k, capacity, estimated count and error rate now, from the bits set in Redis."""
+        if isinstance(self.layout, ScalableLayout):
+            return self._scalable_info(self.layout)
         pipe = self.redis.pipeline(transaction=False)
         for block_key in self.block_keys:
             pipe.bitcount(block_key)
@@ -590,6 +864,65 @@ class BloomFilter:
             "estimated_error_rate": error_now,
             "over_capacity": over,
             "warning": warning,
+            "scalable": False,
+            "layers": 1,
+            "max_layers": 1,
+        }
+
+    def _scalable_info(self, layout: ScalableLayout) -> dict[str, Any]:
+        """:meth:`info` of a scalable filter: the layers in use, their counts (in their headers)
+        and set bits (without the headers)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.execute_command("BITFIELD", layout.layer_keys[0], "GET", "u16", 32)
+        for key in layout.layer_keys:
+            pipe.execute_command("BITFIELD", key, "GET", "u32", 0)
+            pipe.bitcount(key, HEADER_BITS // 8, -1)
+            pipe.strlen(key)
+        first, *replies = pipe.execute()
+        layers = max(1, int(first[0]))
+        counts = [int(r[0]) for r in replies[0::3]][:layers]
+        set_bits = [int(n) for n in replies[1::3]][:layers]
+        allocated = sum(int(n) for n in replies[2::3])
+        shape = list(zip(layout.layer_bits, layout.layer_hashes, strict=True))
+        in_use = shape[:layers]
+        count = sum(counts)
+        # a lookup is a false positive when any layer answers yes
+        error_now = 1 - math.prod(
+            1 - (x / m) ** k for x, (m, k) in zip(set_bits, in_use, strict=True)
+        )
+        design = 1 - math.prod(
+            1 - expected_error_rate(m, k, n)
+            for (m, k), n in zip(shape, layout.layer_capacity, strict=True)
+        )
+        bits = sum(m for m, _ in in_use)
+        over = count > self.capacity
+        warning = (
+            f"{self.key} is past its design load ({self.capacity:,} fingerprints) in its last "
+            f"layer: its false-positive rate is now about {error_now:.3g}, above the "
+            f"{layout.error_rate:g} it was sized for; size a larger filter for the next crawl"
+            if over
+            else None
+        )
+        return {
+            "key": self.key,
+            "keys": layout.layer_keys[:layers],
+            "bits": bits,
+            "size_bytes": sum(-(-(HEADER_BITS + m) // 8) for m, _ in in_use),
+            "allocated_bytes": allocated,
+            "hashes": in_use[-1][1],
+            "blocks": 1,
+            "capacity": self.capacity,
+            "error_rate": layout.error_rate,
+            "design_error_rate": design,
+            "bits_set": sum(set_bits),
+            "fill_ratio": sum(set_bits) / bits,
+            "count_estimate": count,
+            "estimated_error_rate": error_now,
+            "over_capacity": over,
+            "warning": warning,
+            "scalable": True,
+            "layers": layers,
+            "max_layers": len(layout.layer_bits),
         }
 
 
@@ -607,21 +940,55 @@ def _setting(settings: BaseSettings, name: str, kind: type, default: Any = None)
     return raw
 
 
-def layout_from_settings(settings: BaseSettings, spider: str) -> BloomLayout:
+def layout_from_settings(settings: BaseSettings, spider: str) -> Layout:
     """The Bloom filter layout for ``spider`` from the ``BLOOMFILTER_*`` Scrapy settings (its
-    key tagged ``{<spider>}`` on a Redis Cluster)."""
+    key tagged ``{<spider>}`` on a Redis Cluster): scalable unless ``BLOOMFILTER_SCALABLE`` is
+    False or scrapy-redis-bloomfilter's ``BLOOMFILTER_BIT``/``HASH_NUMBER`` or
+    ``BLOOMFILTER_BLOCKS`` fix the size."""
     from crawlfleet.frontier.config import redis_url
 
     template = settings.get(BLOOMFILTER_KEY.setting) or BLOOMFILTER_KEY.default
     tagged = is_cluster_url(redis_url(settings))
-    return BloomLayout(
-        BLOOMFILTER_KEY.resolve(template, spider, BloomConfigError, tagged=tagged),
-        _setting(settings, "BLOOMFILTER_CAPACITY", int, DEFAULT_CAPACITY),
-        _setting(settings, "BLOOMFILTER_ERROR_RATE", float, DEFAULT_ERROR_RATE),
-        bit=_setting(settings, "BLOOMFILTER_BIT", int),
-        hash_number=_setting(settings, "BLOOMFILTER_HASH_NUMBER", int),
-        blocks=_setting(settings, "BLOOMFILTER_BLOCKS", int),
-    )
+    key = BLOOMFILTER_KEY.resolve(template, spider, BloomConfigError, tagged=tagged)
+    capacity = _setting(settings, "BLOOMFILTER_CAPACITY", int, DEFAULT_CAPACITY)
+    error_rate = _setting(settings, "BLOOMFILTER_ERROR_RATE", float, DEFAULT_ERROR_RATE)
+    fixed = {
+        name: _setting(settings, f"BLOOMFILTER_{name.upper()}", int)
+        for name in ("bit", "hash_number", "blocks")
+    }
+    try:
+        scalable = settings.getbool(
+            "BLOOMFILTER_SCALABLE", not any(v is not None for v in fixed.values())
+        )
+    except ValueError:
+        raise BloomConfigError(
+            f"BLOOMFILTER_SCALABLE must be True or False, got "
+            f"{settings.get('BLOOMFILTER_SCALABLE')!r}"
+        ) from None
+    if scalable:
+        given = [f"BLOOMFILTER_{n.upper()}" for n, v in fixed.items() if v is not None]
+        if given:
+            raise BloomConfigError(
+                f"{given[0]} sizes a fixed filter: set BLOOMFILTER_SCALABLE=False with it, or "
+                f"leave it unset"
+            )
+        initial = _setting(settings, "BLOOMFILTER_INITIAL_CAPACITY", int, DEFAULT_INITIAL_CAPACITY)
+        return ScalableLayout(key, capacity, error_rate, initial_capacity=initial)
+    return BloomLayout(key, capacity, error_rate, **fixed)
+
+
+def layout_from_meta(key: str, stored: dict[str, str]) -> Layout:
+    """The layout of the filter recorded in ``stored`` (``<key>:meta``), fixed or scalable."""
+    if stored.get("scheme") == SCALABLE_SCHEME:
+        return ScalableLayout.from_meta(key, stored)
+    return BloomLayout.from_meta(key, stored)
+
+
+def _all_keys(layout: Layout) -> list[str]:
+    """Every key a filter of ``layout`` may hold bits in (a scalable filter's unused layers too)."""
+    if isinstance(layout, ScalableLayout):
+        return layout.layer_keys
+    return layout.block_keys
 
 
 def _decode_pairs(reply: Any) -> dict[str, str]:

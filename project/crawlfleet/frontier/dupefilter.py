@@ -20,7 +20,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import RequestFingerprinterProtocol, referer_str
 
 from crawlfleet.frontier.bloom import LUA_CHECK_AND_ADD as BLOOM_CHECK_AND_ADD
-from crawlfleet.frontier.bloom import BloomFilter, BloomLayout, layout_from_settings
+from crawlfleet.frontier.bloom import BloomFilter, Layout, layout_from_settings
 from crawlfleet.frontier.keys import DUPEFILTER_KEY
 from crawlfleet.redisconn import is_cluster_url
 
@@ -160,7 +160,7 @@ class BloomDupeFilter(RedisDupeFilter):
     def __init__(
         self,
         client: redis.Redis,
-        layout: BloomLayout,
+        layout: Layout,
         fingerprinter: RequestFingerprinterProtocol,
         debug: bool = False,
         stats: StatsCollector | None = None,

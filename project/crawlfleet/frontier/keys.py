@@ -404,8 +404,9 @@ KEYS: tuple[KeyDoc, ...] = (
         "bloomfilter",
         "string",
         "workers",
-        "Bloom filter bits (`BloomDupeFilter`); parameters in `<key>:meta`; over 2^32 bits split "
-        "into blocks `{<key>:0}`, `{<key>:1}`, …",
+        "Bloom filter bits (`BloomDupeFilter`); parameters in `<key>:meta`; a scalable filter's "
+        "later layers in `<key>:1`, `<key>:2`, …; a fixed filter over 2^32 bits split into "
+        "blocks `{<key>:0}`, `{<key>:1}`, …",
         BLOOMFILTER_KEY,
     ),
     KeyDoc(

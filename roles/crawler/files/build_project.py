@@ -49,6 +49,8 @@ SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache
 SKIP_SUFFIXES = (".pyc", ".pyo")
 GIT_PREFIXES = ("http://", "https://", "ssh://", "git://", "git@", "file://")
 PIP = ["-m", "pip", "--disable-pip-version-check"]
+# Builds of a project kept besides the newest, for a roll-back (each with a tar per Python).
+KEEP_BUILDS = 2
 
 
 class ProjectError(Exception):
@@ -202,9 +204,10 @@ def reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 
 def package(tar_path: Path, tree: Path, wheels: Path, reqs: list[str]) -> Path:
-    """The release tar (the two before it are kept); one that exists is reused."""
+    """The release tar; one that exists is reused (and touched: it is this build's again)."""
     files = sources(tree)
     if tar_path.is_file():
+        tar_path.touch()
         return tar_path
     tar_path.parent.mkdir(parents=True, exist_ok=True)
     partial = tar_path.with_name(f".build-{tar_path.name}")
@@ -218,9 +221,21 @@ def package(tar_path: Path, tree: Path, wheels: Path, reqs: list[str]) -> Path:
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     partial.replace(tar_path)
-    for old in sorted(tar_path.parent.glob("release-*.tar"), key=lambda p: p.stat().st_mtime)[:-3]:
-        old.unlink()
     return tar_path
+
+
+def prune(directory: Path, current: set[Path]) -> None:
+    """Delete a project's old releases once its build is done: this build's tars (one per Python)
+    stay, and of the others the newest ``KEEP_BUILDS`` times as many (the builds before it, for
+    a roll-back). Pruning per tar, by age alone, deleted a tar that the same build had reused
+    and was about to return once a fleet had more than two Pythons."""
+    others = sorted(
+        (p for p in directory.glob("release-*.tar") if p not in current),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in others[KEEP_BUILDS * len(current) :]:
+        old.unlink()
 
 
 def file_sha256(path: Path) -> str:
@@ -291,6 +306,7 @@ def build(
             digest.update(str(rel).encode() + b"\0" + (tree / rel).read_bytes() + b"\0")
         key = digest.hexdigest()[:16]
         tar = package(build_dir / str(project["name"]) / f"release-{key}.tar", tree, wheels, reqs)
+    prune(tar.parent, {tar, *(Path(r["tar"]) for r in releases.values())})
     return {
         "key": key,
         "tar": str(tar),

@@ -22,6 +22,7 @@ from crawlfleet.redisconn import RedisConfigError
 
 CRAWL_SCRIPT = Path(__file__).with_name("bloom_crawl.py")
 ROOT = Path(__file__).resolve().parents[3]
+DUPEFILTER_LOGGER = "crawlfleet.frontier.dupefilter"
 
 
 class BookSpider(Spider):
@@ -53,25 +54,43 @@ def test_request_seen_and_stats(redis_url: str, redis_client: redis.Redis) -> No
     assert df.stats.get_value("bloomfilter/filtered") == 2
     assert df.stats.get_value("dupefilter/filtered") == 2
     assert redis_client.exists("book:bloomfilter", "book:bloomfilter:meta") == 2
+    # a scalable filter by default: one key until its first layer is full
+    assert redis_client.hget("book:bloomfilter:meta", "scheme") == b"sbf-v1"
     key, arg = df.script_item(first)
     assert key == "book:bloomfilter"
-    assert len(arg) == 4 * df.bloom.hashes
+    assert len(arg) == 18
+
+
+def test_a_fixed_filter_from_before_keeps_working(redis_url: str) -> None:
+    # made while fixed filters were the default (the capacity then gave 95,851 bits, k = 7)
+    old = build(redis_url, BLOOMFILTER_SCALABLE=False, BLOOMFILTER_ERROR_RATE=0.01)
+    assert old.request_seen(Request("https://example.org/a")) is False
+    df = build(redis_url, BLOOMFILTER_ERROR_RATE=0.01)
+    assert (df.bloom.bits, df.bloom.hashes) == (old.bloom.bits, old.bloom.hashes) == (95_851, 7)
+    assert df.request_seen(Request("https://example.org/a")) is True
+    # What SCHEDULER_FLUSH_ON_START does: clear, then open; the new filter is scalable.
+    df.clear()
+    df.open()
+    assert df.request_seen(Request("https://example.org/a")) is False
+    assert df.bloom.info()["max_layers"] == 1  # 10,000 fingerprints fit the first layer
 
 
 def test_debug_logging_like_scrapy(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
     spider = BookSpider()
     quiet, loud = build(redis_url), build(redis_url, DUPEFILTER_DEBUG=True)
     request = Request("https://example.org/a", headers={"Referer": "https://example.org/"})
-    with caplog.at_level(logging.DEBUG, logger="crawlfleet.frontier.dupefilter"):
+    with caplog.at_level(logging.DEBUG, logger=DUPEFILTER_LOGGER):
         quiet.log(request, spider)
         quiet.log(request, spider)
-    [message] = [r.getMessage() for r in caplog.records]
+    # only the dupefilter's records: after tests that lowered the root logger's level, Scrapy's
+    # INFO lines from building the two crawlers are captured too
+    [message] = [r.getMessage() for r in caplog.records if r.name == DUPEFILTER_LOGGER]
     assert "no more duplicates will be shown" in message
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="crawlfleet.frontier.dupefilter"):
+    with caplog.at_level(logging.DEBUG, logger=DUPEFILTER_LOGGER):
         loud.log(request, spider)
         loud.log(request, spider)
-    messages = [r.getMessage() for r in caplog.records]
+    messages = [r.getMessage() for r in caplog.records if r.name == DUPEFILTER_LOGGER]
     assert len(messages) == 2
     assert "(referer: https://example.org/)" in messages[0]
 

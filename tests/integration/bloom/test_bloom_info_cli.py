@@ -29,6 +29,19 @@ def test_table_output(redis_url: str, redis_client: redis.Redis, capsys) -> None
     assert err == ""
 
 
+def test_table_output_of_a_scalable_filter(
+    redis_url: str, redis_client: redis.Redis, capsys
+) -> None:
+    fill(redis_client, 5_000, scalable=True, initial_capacity=1000)
+    assert main(["bloom-info", "book", "--redis-url", redis_url]) == 0
+    out, err = capsys.readouterr()
+    # layers of 1,000, 3,555 and 5,445 fingerprints at k = 8, 9, 10
+    assert "book:bloomfilter (scalable: 3 of 3 layers)" in out
+    assert "hashes (k)             10 (newest layer)" in out
+    assert "10,000 at error rate 0.01" in out
+    assert err == ""
+
+
 def test_json_output_and_environment_url(
     redis_url: str, redis_client: redis.Redis, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

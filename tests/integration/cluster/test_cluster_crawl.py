@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import signal
 
+import pytest
 from redis.crc import key_slot
 from support.crawl import Site, frontier_settings
 from support.rediscluster import RedisClusterGroup
 from support.waiting import wait_until
 
-from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.redisconn import check_connection, get_redis
 
 WORKERSTATS = "crawlfleet.extensions.workerstats.WorkerStats"
@@ -121,6 +122,40 @@ def test_a_bloom_filter_in_blocks_stays_in_the_crawls_slot(
         assert filter_.add_many([b"new-1", b"new-2"]) == [True, True]
         assert filter_.add_many([b"new-1", b"new-2"]) == [False, False]
         assert filter_.info()["blocks"] == 2
+    finally:
+        client.close()
+    assert_cluster_drained(cluster)
+
+
+def test_a_scalable_bloom_filter_grows_in_the_crawls_slot(
+    site: Site, start_worker, cluster: RedisClusterGroup
+) -> None:
+    site.pages = 60
+    settings = frontier_settings(
+        cluster.url(),
+        DUPEFILTER_CLASS="crawlfleet.frontier.dupefilter.BloomDupeFilter",
+        BLOOMFILTER_CAPACITY=10_000,
+        BLOOMFILTER_INITIAL_CAPACITY=5,  # layers of 5, 18, 68 … fingerprints: 3 in this crawl
+    )
+    worker = start_worker(site.url, settings)
+    assert worker.wait(120) == 0, worker.log.read_text()[-3000:]
+    assert site.crawled() == site.expected()
+    assert max(site.hits[p] for p in site.expected()) == 1, site.hits
+    client = cluster.client()
+    try:
+        filter_ = BloomFilter.existing(client, "{site}:bloomfilter")
+        info = filter_.info()
+        assert info["layers"] == 3
+        assert info["keys"] == [
+            "{site}:bloomfilter",
+            "{site}:bloomfilter:1",
+            "{site}:bloomfilter:2",
+        ]
+        assert info["count_estimate"] == site.pages - 1  # the start page is not filtered
+        assert filter_.add_many([b"new-1", b"new-2"]) == [True, True]
+        assert filter_.add_many([b"new-1", b"new-2"]) == [False, False]
+        with pytest.raises(BloomConfigError, match="BLOOMFILTER_KEY 'plain' has no hash tag"):
+            BloomFilter(client, "plain", capacity=10_000, scalable=True)
     finally:
         client.close()
     assert_cluster_drained(cluster)

@@ -13,9 +13,11 @@ from redis.crc import key_slot
 from scrapy.settings import Settings
 
 from crawlfleet.frontier.bloom import (
+    HEADER_BITS,
     MAX_BLOCK_BITS,
     BloomConfigError,
     BloomLayout,
+    ScalableLayout,
     expected_error_rate,
     layout_from_settings,
     optimal_bits,
@@ -138,7 +140,19 @@ def test_settings_give_the_layout() -> None:
     other = layout_from_settings(Settings({"BLOOMFILTER_KEY": "bf:%(spider)s"}), "book")
     assert other.key == "bf:book"
     default = layout_from_settings(Settings(), "book")
-    assert (default.capacity, default.error_rate, default.hashes) == (100_000_000, 0.001, 10)
+    assert isinstance(default, ScalableLayout)
+    assert (default.capacity, default.error_rate, default.initial_capacity) == (
+        100_000_000,
+        0.001,
+        1_000_000,
+    )
+    fixed = layout_from_settings(Settings({"BLOOMFILTER_SCALABLE": "False"}), "book")
+    assert isinstance(fixed, BloomLayout)
+    assert (fixed.capacity, fixed.error_rate, fixed.hashes) == (100_000_000, 0.001, 10)
+    blocks = layout_from_settings(Settings({"BLOOMFILTER_BLOCKS": 2}), "book")
+    assert isinstance(blocks, BloomLayout) and blocks.blocks == 2
+    small = layout_from_settings(Settings({"BLOOMFILTER_INITIAL_CAPACITY": "5000"}), "book")
+    assert isinstance(small, ScalableLayout) and small.layer_capacity[0] == 5000
 
 
 @pytest.mark.parametrize(
@@ -160,6 +174,15 @@ def test_settings_give_the_layout() -> None:
         ({"BLOOMFILTER_BLOCKS": 0}, "BLOOMFILTER_BLOCKS"),
         ({"BLOOMFILTER_CAPACITY": 10, "BLOOMFILTER_BLOCKS": 40}, "BLOOMFILTER_BLOCKS"),
         ({"BLOOMFILTER_KEY": "%(nope)s:bloomfilter"}, "BLOOMFILTER_KEY"),
+        ({"BLOOMFILTER_SCALABLE": "maybe"}, "BLOOMFILTER_SCALABLE"),
+        ({"BLOOMFILTER_SCALABLE": True, "BLOOMFILTER_BIT": 20}, "BLOOMFILTER_BIT"),
+        ({"BLOOMFILTER_INITIAL_CAPACITY": 0}, "BLOOMFILTER_INITIAL_CAPACITY"),
+        ({"BLOOMFILTER_INITIAL_CAPACITY": "few"}, "BLOOMFILTER_INITIAL_CAPACITY"),
+        (
+            {"BLOOMFILTER_CAPACITY": 10**9, "BLOOMFILTER_INITIAL_CAPACITY": 10**9},
+            "BLOOMFILTER_INITIAL_CAPACITY",
+        ),
+        ({"BLOOMFILTER_CAPACITY": 10**15, "BLOOMFILTER_INITIAL_CAPACITY": 1}, "CAPACITY"),
     ],
 )
 def test_bad_settings_give_one_line_errors_naming_them(settings: dict, named: str) -> None:
@@ -182,3 +205,79 @@ def test_from_meta_rejects_garbage() -> None:
     for broken in ({}, {**layout.meta(), "bits": "x"}, {**layout.meta(), "scheme": "other"}):
         with pytest.raises(BloomConfigError, match="k:meta"):
             BloomLayout.from_meta("k", broken)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error_rate", "initial"),
+    [
+        (100_000_000, 0.001, 1_000_000),
+        (10**6, 0.01, 1000),
+        (5000, 0.2, 5000),
+        (10**9, 1e-6, 10**6),
+    ],
+)
+def test_scalable_layers_grow_fourfold_and_keep_the_error_rate(
+    capacity: int, error_rate: float, initial: int
+) -> None:
+    layout = ScalableLayout("k", capacity, error_rate, initial_capacity=initial)
+    k0 = layout.first_hashes
+    # layer i has k0 + i hashes and is full at half its bits set: rate 2^-(k0+i)
+    assert 2.0 ** -(k0 - 1) <= error_rate < 2.0 ** -(k0 - 2)
+    assert layout.layer_hashes == [k0 + i for i in range(len(layout.layer_bits))]
+    assert layout.layer_capacity[0] == initial
+    for i, bits in enumerate(layout.layer_bits[:-1]):
+        assert bits == min(layout.layer_bits[0] * 4**i, MAX_BLOCK_BITS - HEADER_BITS)
+    assert layout.layer_bits[-1] <= MAX_BLOCK_BITS - HEADER_BITS
+    # the layers hold the capacity, the last one only what is left of it
+    assert sum(layout.layer_capacity) >= capacity > sum(layout.layer_capacity[:-1])
+    rates = [
+        expected_error_rate(m, k, n)
+        for m, k, n in zip(
+            layout.layer_bits, layout.layer_hashes, layout.layer_capacity, strict=True
+        )
+    ]
+    assert all(rate <= 2.0**-k * 1.001 for rate, k in zip(rates, layout.layer_hashes, strict=True))
+    assert 1 - math.prod(1 - rate for rate in rates) <= error_rate
+
+
+def test_the_default_scalable_filter_starts_at_two_megabytes() -> None:
+    layout = ScalableLayout("book:bloomfilter")
+    assert layout.layer_bits[0] == math.ceil(1_000_000 * 11 / math.log(2))  # 1.9 MiB
+    assert len(layout.layer_bits) == 5
+    # at full capacity: 242 MiB against the fixed filter's 171 MiB
+    assert sum(layout.layer_bits) / 8 / 2**20 == pytest.approx(242.1, abs=0.1)
+
+
+def test_scalable_layers_share_the_keys_slot() -> None:
+    plain = ScalableLayout("book:bloomfilter", 10**6, 0.01, initial_capacity=1000)
+    assert plain.layer_keys[:3] == ["book:bloomfilter", "book:bloomfilter:1", "book:bloomfilter:2"]
+    tagged = ScalableLayout("{book}:bloomfilter", 10**6, 0.01, initial_capacity=1000)
+    assert {key_slot(k.encode()) for k in tagged.layer_keys} == {key_slot(b"book")}
+    assert tagged.script_item(b"x" * 20)[0] == tagged.layer_keys[0] == "{book}:bloomfilter"
+
+
+def test_scalable_offsets_are_double_hashing_of_the_fingerprint_bytes() -> None:
+    layout = ScalableLayout("k", 10**6, 0.01, initial_capacity=1000)
+    fp = hashlib.sha1(b"https://example.com/").digest()
+    h1, h2 = int.from_bytes(fp[0:4], "big"), int.from_bytes(fp[8:12], "big")
+    key, arg = layout.script_item(fp)
+    assert key == "k" and len(arg) == 18 and len(arg) % 4  # a fixed filter's args are 4k
+    for layer, offsets in enumerate(layout.offsets(fp)):
+        m, k = layout.layer_bits[layer], layout.first_hashes + layer
+        assert offsets == [
+            HEADER_BITS + (h1 + i * (h2 % m or 1) + (i**3 - i) // 6) % m for i in range(k)
+        ]
+
+
+def test_scalable_from_meta_round_trips_and_rejects_garbage() -> None:
+    layout = ScalableLayout("k", 10**6, 0.01, initial_capacity=1000)
+    again = ScalableLayout.from_meta("k", layout.meta())
+    assert (again.layer_bits, again.layer_hashes) == (layout.layer_bits, layout.layer_hashes)
+    for broken in (
+        {},
+        {**layout.meta(), "layer_bits": "1,2"},
+        {**layout.meta(), "capacity": "many"},
+        {**layout.meta(), "scheme": "edh-v1"},
+    ):
+        with pytest.raises(BloomConfigError, match="k:meta"):
+            ScalableLayout.from_meta("k", broken)
