@@ -3,7 +3,8 @@
 ``crawlfleet status``, the dashboard page and its ``/metrics`` all call :func:`snapshot`, so they
 always agree. Per spider it costs two pipelined round trips (fixed keys and the worker list, then
 per-worker keys), plus two for the Bloom filter; spiders are discovered with a bounded ``SCAN``
-for the ``<spider>:frontier`` hashes every worker writes at start (never ``KEYS``).
+for the ``<spider>:frontier`` hashes every worker writes at start (never ``KEYS``; on a Redis
+Cluster on every primary, the keys named ``{<spider>}:…`` by ``SpiderKeys.for_client``).
 
 Where the numbers come from (keys: docs/reference/redis-keys.md):
 
@@ -42,7 +43,7 @@ from scrapy.settings import BaseSettings
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.frontier.keys import FRONTIER_GLOB, SpiderKeys, spider_of_frontier_key
 from crawlfleet.middlewares.poolclient import ca_context
-from crawlfleet.redisconn import mask_secrets, mask_url, url_secrets
+from crawlfleet.redisconn import is_cluster_client, mask_secrets, mask_url, url_secrets
 
 SCHEMA_VERSION = 1
 # Bounds of spider discovery: SCAN batch size and the most spiders reported.
@@ -98,10 +99,16 @@ def _decode_hash(raw: Any) -> dict[str, str]:
 
 
 def discover_spiders(client: redis.Redis, limit: int = MAX_SPIDERS) -> list[str]:
-    """Spiders with a ``<spider>:frontier`` hash, sorted; SCAN in batches, at most ``limit``."""
+    """Spiders with a ``<spider>:frontier`` hash, sorted; SCAN in batches, at most ``limit``.
+
+    On a Redis Cluster redis-py's ``scan_iter`` scans every primary, and the hashes are
+    ``{<spider>}:frontier``."""
+    tagged = is_cluster_client(client)
     names: set[str] = set()
     for key in client.scan_iter(match=FRONTIER_GLOB, count=SCAN_COUNT, _type="hash"):
-        names.add(spider_of_frontier_key(_s(key)))
+        name = spider_of_frontier_key(_s(key), tagged)
+        if name:
+            names.add(name)
         if len(names) >= limit:
             break
     return sorted(names)
@@ -109,7 +116,7 @@ def discover_spiders(client: redis.Redis, limit: int = MAX_SPIDERS) -> list[str]
 
 def require_spider(client: redis.Redis, spider: str, url: str) -> None:
     """Raise :class:`UnknownSpiderError` unless a worker of ``spider`` ever ran against Redis."""
-    frontier = SpiderKeys(spider).frontier
+    frontier = SpiderKeys.for_client(spider, client).frontier
     if client.exists(frontier):
         return
     known = discover_spiders(client)
@@ -443,7 +450,7 @@ def politeness_snapshot(
     ``now_ms`` is the scripts' clock (Redis ``TIME``; a test's injected clock). A state hash with
     a field that is not a number is left out and named in ``warnings``.
     """
-    k = SpiderKeys(namespace)
+    k = SpiderKeys.for_client(namespace, client)
     prefix = k.politeness("")
     pipe = client.pipeline(transaction=False)
     pipe.zrevrange(k.politeness_index, 0, limit - 1, withscores=True)
@@ -519,7 +526,7 @@ def _dupefilter(client: redis.Redis, spider: str, frontier: dict[str, str]) -> d
         "over_capacity": None,
     }
     if cls.endswith("BloomDupeFilter"):
-        key = SpiderKeys(spider).bloomfilter
+        key = SpiderKeys.for_client(spider, client).bloomfilter
         info["key"] = key
         try:
             bloom = BloomFilter.existing(client, key).info()
@@ -534,7 +541,7 @@ def _dupefilter(client: redis.Redis, spider: str, frontier: dict[str, str]) -> d
             over_capacity=bloom["over_capacity"],
         )
     elif cls:
-        key = SpiderKeys(spider).dupefilter
+        key = SpiderKeys.for_client(spider, client).dupefilter
         info["key"] = key
         if client.type(key) in (b"set", "set"):
             info["fingerprints"] = int(client.scard(key))
@@ -579,9 +586,10 @@ def spider_snapshot(
     throughput over the last hour); ``with_scrapy`` adds each worker's Scrapy stats (metrics).
     ``hub`` is :func:`hub_health` for the politeness verdict (None: one PING measures it).
     """
-    k = SpiderKeys(spider)
+    k = SpiderKeys.for_client(spider, client)
     pipe = client.pipeline(transaction=False)
-    pipe.time()
+    if not k.tagged:  # a cluster pipeline runs no TIME (no key): asked on its own below
+        pipe.time()
     pipe.hgetall(k.frontier)
     pipe.zrange(k.workers, 0, -1, withscores=True)
     pipe.hgetall(k.stats)
@@ -593,8 +601,9 @@ def spider_snapshot(
     pipe.get(k.seeding)
     pipe.zrange(k.ops_workers, 0, -1, withscores=True)
     # A key of another type answers with an error; those numbers are reported as null.
+    replies = list(pipe.execute(raise_on_error=False))
+    now_raw = client.time() if k.tagged else replies.pop(0)
     (
-        now_raw,
         frontier_raw,
         registered,
         stats_raw,
@@ -605,7 +614,7 @@ def spider_snapshot(
         paused,
         seeding,
         sampled,
-    ) = pipe.execute(raise_on_error=False)
+    ) = replies
     now = float(now_raw[0]) + float(now_raw[1]) / 1e6
     frontier = _decode_hash(frontier_raw)
     queue_key = frontier.get("queue_key", k.requests)
@@ -802,6 +811,32 @@ def oom_refusals(errors: dict[str, Any]) -> int:
     return _int(entry.get("count")) if isinstance(entry, dict) else 0
 
 
+def _hub_memory(client: redis.Redis) -> dict[str, Any]:
+    """``used_memory``, ``maxmemory``, ``full`` (:func:`hub_full`) and ``oom_refusals``
+    (:func:`oom_refusals`), each None where ``INFO`` is refused. On a Redis Cluster those of every
+    primary added up, full when one primary is (it refuses the writes of its slots)."""
+    if is_cluster_client(client):
+        primaries = client.PRIMARIES  # type: ignore[attr-defined]
+        try:
+            nodes = list(client.info("memory", target_nodes=primaries).values())
+            stats = list(client.info("errorstats", target_nodes=primaries).values())
+        except redis.ResponseError:
+            nodes = stats = []
+    else:
+        info = client.pipeline(transaction=False)
+        info.info("memory")
+        info.info("errorstats")
+        memory, errors = info.execute(raise_on_error=False)
+        nodes = [] if isinstance(memory, redis.ResponseError) else [memory]
+        stats = [] if isinstance(errors, redis.ResponseError) else [errors]
+    return {
+        "used_memory": sum(_int(n.get("used_memory")) for n in nodes) if nodes else None,
+        "maxmemory": sum(_int(n.get("maxmemory")) for n in nodes) if nodes else None,
+        "full": any(hub_full(n) for n in nodes) if nodes else None,
+        "oom_refusals": sum(oom_refusals(n) for n in stats) if stats else None,
+    }
+
+
 def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The hub's own numbers (the ``hub`` entry of ``status --json``, read by the alerts).
 
@@ -817,7 +852,9 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
     pipe = client.pipeline(transaction=False)
     for view in spiders:
         for w in view["workers"]:
-            pipe.hget(SpiderKeys(view["spider"]).ops_scrapy(w["id"]), "proxy/banned")
+            pipe.hget(
+                SpiderKeys.for_client(view["spider"], client).ops_scrapy(w["id"]), "proxy/banned"
+            )
     replies = iter(pipe.execute(raise_on_error=False))
     bans = {
         view["spider"]: {w["id"]: _int(_num(next(replies))) for w in view["workers"]}
@@ -826,13 +863,6 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
     now = int(seconds) + int(micros) / 1e6
     # A user refused INFO or the jobs' and agents' keys (not the ACL's dashboard) gets no memory,
     # no jobs, no agents.
-    info = client.pipeline(transaction=False)
-    info.info("memory")
-    info.info("errorstats")
-    memory, errors = (
-        None if isinstance(reply, redis.ResponseError) else reply
-        for reply in info.execute(raise_on_error=False)
-    )
     jobs: list[dict[str, Any]] = []
     try:
         found = store.agents(client)
@@ -857,10 +887,7 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
         )
     return {
         "time": round(now, 3),
-        "used_memory": None if memory is None else _int(memory.get("used_memory")),
-        "maxmemory": None if memory is None else _int(memory.get("maxmemory")),
-        "full": None if memory is None else hub_full(memory),
-        "oom_refusals": None if errors is None else oom_refusals(errors),
+        **_hub_memory(client),
         "jobs": jobs,
         "agents": [
             {

@@ -139,6 +139,12 @@ def is_cluster_url(url: str) -> bool:
     )
 
 
+def is_cluster_client(client: object) -> bool:
+    """True for a Redis Cluster client (redis-py's ``RedisCluster``, sync or asyncio, or one of
+    its pipelines): the one test of whether key names carry their hash tags."""
+    return isinstance(client, (redis.cluster.RedisCluster, aiocluster.RedisCluster))
+
+
 def _split(url: str) -> SplitResult:
     """``urlsplit``, except for a Sentinel or cluster URL's host list (an IPv6 ``[…]`` past its
     start)."""

@@ -53,11 +53,11 @@ def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status)
 
 
-def _key_types(sites: Sequence[str]) -> dict[str, str]:
+def _key_types(sites: Sequence[str], client: object) -> dict[str, str]:
     """Every per-site key the handlers touch, with its Redis type (see ``store``)."""
     types: dict[str, str] = {}
     for site in sites:
-        keys = Keys(site)
+        keys = Keys(site, client)
         for name in ("accounts", "failures", "reason", "credentials", "tokens", "stats", "status"):
             types[getattr(keys, name)] = "hash"
         types[keys.parked] = "zset"
@@ -73,7 +73,7 @@ class AccountPoolApi:
             state.store.redis,
             self.masked_url,
             unreachable="Redis unavailable at {where}: {error}",
-            expected_types=lambda: _key_types(state.sites),
+            expected_types=lambda: _key_types(state.sites, state.store.redis),
         )
         routes = [
             Route("/health", self._counted("health", self.health, auth=False)),

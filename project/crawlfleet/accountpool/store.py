@@ -31,6 +31,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from crawlfleet.accountpool.crypto import PasswordBox
+from crawlfleet.frontier.keys import pool_tag
 from crawlfleet.redisconn import get_async_redis
 
 KEYCHECK_KEY = "accountpool:keycheck"
@@ -164,7 +165,11 @@ class Counts:
 
 
 class Keys:
-    def __init__(self, site: str) -> None:
+    """The keys of one site (the module docstring); ``client``: through a Redis Cluster client
+    the site is the hash tag ``{S}`` in each name, so the site's scripts touch one slot."""
+
+    def __init__(self, site: str, client: object = None) -> None:
+        site = pool_tag(site, client)
         self.accounts = f"accounts:{site}"
         self.failures = f"accounts:{site}:failures"
         self.parked = f"accounts:{site}:parked"
@@ -214,7 +219,7 @@ class AccountStore:
     async def add_accounts(self, site: str, accounts: Iterable[tuple[str, str]]) -> tuple[int, int]:
         """Store (username, password) pairs; returns (added, updated). Resets their back-off."""
         box = self._box()
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         added = updated = 0
         batch: dict[str, bytes] = {}
 
@@ -240,7 +245,7 @@ class AccountStore:
 
     async def remove_account(self, site: str, username: str) -> bool:
         """Forget an account, its back-off state and its credential; False if it was unknown."""
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         await self.remove_credential(site, username)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hdel(keys.accounts, username)
@@ -254,7 +259,7 @@ class AccountStore:
         return self._box().decrypt(blob)
 
     async def scan_accounts(self, site: str, batch: int = 500) -> AsyncIterator[list[AccountView]]:
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         cursor = 0
         while True:
             cursor, found = await self._hscan(keys.accounts, cursor, batch)
@@ -282,7 +287,7 @@ class AccountStore:
         self, site: str, username: str, reason: str, base: float, cap: float
     ) -> tuple[int, float]:
         """Count a failed login and park the account; returns (failures, delay in seconds)."""
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         n, delay = await self._record_failure(
             keys=[keys.failures, keys.parked, keys.reason],
             args=[username, reason, time.time(), base, cap],
@@ -290,7 +295,7 @@ class AccountStore:
         return int(n), float(delay)
 
     async def clear_failures(self, site: str, username: str) -> None:
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hdel(keys.failures, username)
             pipe.zrem(keys.parked, username)
@@ -298,7 +303,7 @@ class AccountStore:
             await pipe.execute()
 
     async def failures(self, site: str, username: str) -> tuple[int, str | None]:
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hget(keys.failures, username)
             pipe.hget(keys.reason, username)
@@ -309,7 +314,7 @@ class AccountStore:
 
     async def set_credential(self, site: str, username: str, record: CredentialRecord) -> bool:
         """Store ``username``'s credential; False (nothing stored) if the account is gone."""
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         th = token_hash(record.token)
         payload = json.dumps(
             {
@@ -328,7 +333,7 @@ class AccountStore:
 
     async def remove_credential(self, site: str, username: str, token: str | None = None) -> bool:
         """Drop ``username``'s credential (only if it is still ``token``, when given)."""
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         removed = await self._remove_credential(
             keys=[keys.credentials, keys.expiry, keys.tokens],
             args=[username, token_hash(token) if token is not None else ""],
@@ -337,14 +342,14 @@ class AccountStore:
 
     async def report(self, site: str, token: str) -> str | None:
         """Drop the credential holding ``token``; returns its username, or None if unknown."""
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         user = await self._remove_credential(
             keys=[keys.credentials, keys.expiry, keys.tokens], args=["", token_hash(token)]
         )
         return _text(user) if user else None
 
     async def random_token(self, site: str, valid_until: float) -> str | None:
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         raw = await self._random(
             keys=[keys.expiry, keys.credentials], args=[valid_until, random.random()]
         )
@@ -354,13 +359,13 @@ class AccountStore:
         return record.token if record is not None else None
 
     async def credential(self, site: str, username: str) -> CredentialRecord | None:
-        raw = await self.redis.hget(Keys(site).credentials, username)
+        raw = await self.redis.hget(Keys(site, self.redis).credentials, username)
         return CredentialRecord.from_json(raw) if raw is not None else None
 
     async def scan_credentials(
         self, site: str, batch: int = 500
     ) -> AsyncIterator[list[tuple[str, CredentialRecord | None]]]:
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         cursor = 0
         while True:
             cursor, found = await self._hscan(keys.credentials, cursor, batch)
@@ -374,7 +379,7 @@ class AccountStore:
     # --- counts and counters --------------------------------------------------------------
 
     async def counts(self, site: str, valid_until: float) -> Counts:
-        keys = Keys(site)
+        keys = Keys(site, self.redis)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hlen(keys.accounts)
             pipe.zcard(keys.expiry)
@@ -386,7 +391,7 @@ class AccountStore:
     async def incr_many(self, site: str, amounts: Mapping[str, int]) -> None:
         if not amounts:
             return
-        key = Keys(site).stats
+        key = Keys(site, self.redis).stats
         async with self.redis.pipeline(transaction=False) as pipe:
             for counter, amount in amounts.items():
                 pipe.hincrby(key, counter, amount)
@@ -395,11 +400,12 @@ class AccountStore:
     async def set_status(self, site: str, loop: str, error: str | None) -> None:
         """Record that ``loop`` ("generate"/"test") just ran for ``site`` (for /health)."""
         await self.redis.hset(
-            Keys(site).status, mapping={f"{loop}_at": time.time(), f"{loop}_error": error or ""}
+            Keys(site, self.redis).status,
+            mapping={f"{loop}_at": time.time(), f"{loop}_error": error or ""},
         )
 
     async def status(self, site: str) -> dict[str, dict[str, float | str | None]]:
-        raw = cast(dict[Any, Any], await self.redis.hgetall(Keys(site).status))
+        raw = cast(dict[Any, Any], await self.redis.hgetall(Keys(site, self.redis).status))
         fields = {_text(k): _text(v) for k, v in raw.items()}
         return {
             loop: {
@@ -410,5 +416,5 @@ class AccountStore:
         }
 
     async def counters(self, site: str) -> dict[str, int]:
-        raw = cast(dict[Any, Any], await self.redis.hgetall(Keys(site).stats))
+        raw = cast(dict[Any, Any], await self.redis.hgetall(Keys(site, self.redis).stats))
         return {_text(k): int(v) for k, v in raw.items()}

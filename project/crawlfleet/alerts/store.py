@@ -15,7 +15,6 @@ import redis
 from crawlfleet.alerts.rules import Alert, AlertState, evaluate
 from crawlfleet.frontier.keys import JobKeys
 
-STATE_KEY = JobKeys().alerts_state
 STATE_TTL_MS = 86_400_000
 
 
@@ -23,7 +22,7 @@ def load_state(client: redis.Redis) -> AlertState | None:
     """The stored state (a fresh one when there is none or it is unreadable); None when Redis
     refuses to read it (an ACL) or the key is of another type."""
     try:
-        raw = client.get(STATE_KEY)
+        raw = client.get(JobKeys.for_client(client).alerts_state)
     except redis.ResponseError:
         return None
     return AlertState.from_json(raw if isinstance(raw, bytes | str) else None)
@@ -32,7 +31,7 @@ def load_state(client: redis.Redis) -> AlertState | None:
 def save_state(client: redis.Redis, state: AlertState) -> bool:
     """Store ``state`` (a day's expiry); False when Redis refuses the write (an ACL)."""
     try:
-        client.set(STATE_KEY, state.to_json(), px=STATE_TTL_MS)
+        client.set(JobKeys.for_client(client).alerts_state, state.to_json(), px=STATE_TTL_MS)
     except redis.ResponseError:
         return False
     return True

@@ -18,7 +18,7 @@ from typing import Any
 from crawlfleet.commands.opsargs import check_spider, run_guarded
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.frontier.keys import BLOOMFILTER_KEY
-from crawlfleet.redisconn import check_connection, get_redis
+from crawlfleet.redisconn import check_connection, get_redis, is_cluster_url
 
 
 def add_parser(subparsers: Any) -> None:
@@ -70,7 +70,10 @@ def format_info(info: dict[str, Any]) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     check_spider(args.spider)
-    key = BLOOMFILTER_KEY.resolve(args.key, args.spider, BloomConfigError, name="--key")
+    tagged = is_cluster_url(args.redis_url)
+    key = BLOOMFILTER_KEY.resolve(
+        args.key, args.spider, BloomConfigError, name="--key", tagged=tagged
+    )
     # Short-lived: fail fast on an unreachable hub instead of hanging.
     client = get_redis(args.redis_url, socket_timeout=10, socket_connect_timeout=5)
     check_connection(client, args.redis_url)

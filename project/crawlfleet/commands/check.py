@@ -55,6 +55,7 @@ from crawlfleet.redisconn import (
     exception_chain,
     get_redis,
     has_credentials,
+    is_cluster_client,
     mask_secrets,
     mask_url,
     permission_problem,
@@ -199,11 +200,15 @@ def check_redis(
         client.ping()
         pong_ms = (time.perf_counter() - start) * 1000
         key = f"crawlfleet:check:{host}"
+        cluster = is_cluster_client(client)
         pipe = client.pipeline(transaction=False)
         pipe.set(key, f"{time.time():.3f}", ex=PROBE_TTL)
         pipe.delete(key)
-        pipe.info("memory")
-        written, _, memory = pipe.execute(raise_on_error=False)
+        if not cluster:  # a cluster pipeline runs no INFO: every primary's, asked on its own
+            pipe.info("memory")
+        written, _, *memories = pipe.execute(raise_on_error=False)
+        if cluster:
+            memories = _primaries_memory(client)
     except (redis.RedisError, OSError) as exc:
         return result(False, redis_cause(exc, url, timeout, host, secrets))
     if isinstance(written, redis.ReadOnlyError):
@@ -217,10 +222,20 @@ def check_redis(
         return result(False, permission_problem(said, url, f"SET {key}"))
     if isinstance(written, Exception):
         return result(False, f"Redis refuses writes: {quote(str(written), secrets)}")
-    problem = eviction_problem(memory)
-    if problem:
-        return result(False, problem)
+    for memory in memories:
+        problem = eviction_problem(memory)
+        if problem:
+            return result(False, problem)
     return result(True, f"PONG in {pong_ms:.1f} ms")
+
+
+def _primaries_memory(client: redis.Redis) -> list[Any]:
+    """``INFO memory`` of every primary of a Redis Cluster (none where INFO is refused)."""
+    try:
+        found = client.info("memory", target_nodes=client.PRIMARIES)  # type: ignore[attr-defined]
+    except redis.ResponseError:
+        return []
+    return list(found.values())
 
 
 def eviction_problem(memory: Any) -> str | None:

@@ -24,7 +24,7 @@ from rich.progress import Progress
 
 from crawlfleet.commands.opsargs import check_spider, run_guarded
 from crawlfleet.frontier.keys import ITEMS_KEY
-from crawlfleet.redisconn import check_connection, get_redis, mask_url
+from crawlfleet.redisconn import check_connection, get_redis, is_cluster_url, mask_url
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 # First characters that make a spreadsheet evaluate a CSV cell as a formula.
@@ -113,7 +113,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError("no Redis URL: pass --redis-url or set REDIS_URL")
     client = get_redis(args.redis_url)
     check_connection(client, args.redis_url)
-    key = ITEMS_KEY.resolve(args.key, args.spider, ValueError, name="--key")
+    tagged = is_cluster_url(args.redis_url)
+    key = ITEMS_KEY.resolve(args.key, args.spider, ValueError, name="--key", tagged=tagged)
     if client.type(key) not in (b"stream", b"none"):
         raise ValueError(f"{key} at {mask_url(args.redis_url)} is not a stream")
     total = int(client.xlen(key))

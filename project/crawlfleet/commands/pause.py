@@ -33,14 +33,18 @@ def add_parser(subparsers: Any) -> None:
 
 def _alive(client: Any, spider: str) -> int:
     now_s, now_us = client.time()
-    return int(client.zcount(SpiderKeys(spider).workers, now_s * 1000 + now_us // 1000, "+inf"))
+    return int(
+        client.zcount(
+            SpiderKeys.for_client(spider, client).workers, now_s * 1000 + now_us // 1000, "+inf"
+        )
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
     check_spider(args.spider)
     client = connect(args.redis_url)
     clusterview.require_spider(client, args.spider, args.redis_url)
-    key = SpiderKeys(args.spider).paused
+    key = SpiderKeys.for_client(args.spider, client).paused
     alive = _alive(client, args.spider)
     if args.command == "pause":
         who = {"by": f"{getpass.getuser()}@{socket.gethostname()}", "time": round(time.time(), 3)}

@@ -33,12 +33,14 @@ def add_parser(subparsers: Any) -> None:
 
 
 def spider_keys(client: redis.Redis, spider: str) -> list[bytes]:
-    return list(client.scan_iter(match=SpiderKeys(spider).glob, count=SCAN_COUNT))
+    return list(
+        client.scan_iter(match=SpiderKeys.for_client(spider, client).glob, count=SCAN_COUNT)
+    )
 
 
 def _alive(client: redis.Redis, spider: str, where: str, force: bool) -> int:
     """Live workers of ``spider`` (0 with ``--force`` when the workers key has a wrong type)."""
-    key = SpiderKeys(spider).workers
+    key = SpiderKeys.for_client(spider, client).workers
     raw_kind = client.type(key)
     kind = raw_kind.decode() if isinstance(raw_kind, bytes) else str(raw_kind)
     if kind not in ("zset", "none"):

@@ -17,6 +17,7 @@ import base64
 import os
 from typing import Any
 
+from redis.crc import key_slot
 from scrapy.utils.misc import load_object
 
 from crawlfleet.commands.opsargs import check_spider, non_negative_int, run_guarded
@@ -48,7 +49,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _queue(client: Any, args: argparse.Namespace) -> RedisQueue:
-    frontier = SpiderKeys(args.spider).frontier
+    names = SpiderKeys.for_client(args.spider, client)
+    frontier = names.frontier
     meta = {k.decode(): v.decode() for k, v in client.hgetall(frontier).items()}
     key = args.queue_key or meta.get("queue_key")
     path = args.queue_class or meta.get("queue_class")
@@ -56,6 +58,11 @@ def _queue(client: Any, args: argparse.Namespace) -> RedisQueue:
         raise ValueError(
             f"no frontier metadata at {frontier} (has a worker of {args.spider!r} "
             f"run against this Redis?); pass --queue-key and --queue-class"
+        )
+    if names.tagged and key_slot(key.encode()) != key_slot(names.prefix.encode()):
+        raise ValueError(
+            f"--queue-key {key!r} is outside the crawl's hash slot: on a Redis Cluster the "
+            f"queue carries the tag {names.prefix} (as {names.requests!r} does)"
         )
     try:
         cls = load_object(path)
@@ -97,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
     check_connection(client, args.redis_url)
     queue = _queue(client, args)
     script = client.register_script(scripts.build(type(queue).LUA, "", scripts.REQUEUE_FAILED))
-    names = SpiderKeys(args.spider)
+    names = SpiderKeys.for_client(args.spider, client)
     keys = [queue.key, names.seq, names.start_urls]
     pushed = dead = 0
     while True:

@@ -119,7 +119,7 @@ def add_entries(client: redis.Redis, spider: str, entries: list[str], by: str) -
     """Add checked ``entries`` to the spider's start URLs in one transaction (the key and type
     the workers recorded); recorded in the history of the spider's active job, if any. The line
     to show."""
-    names = SpiderKeys(spider)
+    names = SpiderKeys.for_client(spider, client)
     meta = _decode(client.hgetall(names.frontier))
     key = meta.get("start_urls_key") or names.start_urls
     as_set = meta.get("start_urls_as_set") == "1"

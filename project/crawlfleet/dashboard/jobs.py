@@ -273,7 +273,7 @@ def seed_urls(client: redis.Redis, body: dict[str, Any], by: str) -> str:
     """Check every entry, then add them all (``commands.seed.add_entries``) or none."""
     spider = _spider(body)
     known = {s for p in registered(client)["projects"].values() for s in p}
-    if spider not in known and not client.exists(SpiderKeys(spider).frontier):
+    if spider not in known and not client.exists(SpiderKeys.for_client(spider, client).frontier):
         listed = ", ".join(sorted(known)) or "none"
         raise Refused(400, f"unknown spider {spider!r} (known: {listed})")
     entries = []

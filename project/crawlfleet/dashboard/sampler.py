@@ -46,6 +46,6 @@ class QueueSampler:
         values = " ".join(
             str(int(view[name] or 0)) for name in ("queued", "leased", "acked", "items")
         )
-        key = SpiderKeys(view["spider"]).ops_queue
+        key = SpiderKeys.for_client(view["spider"], self.client).ops_queue
         added = self.script(keys=[key], args=[int(self.interval * 800), self.cap, values])
         return bool(int(added))

@@ -17,11 +17,14 @@ scripts/gendocs.py.
 On a Redis Cluster (a ``redis+cluster://`` ``REDIS_URL``) every key of a crawl carries the hash
 tag of its spider: the prefix is ``{<spider>}`` instead of ``<spider>`` (``SpiderKeys(spider,
 tagged=True)``, ``KeySetting.resolve(..., tagged=True)``), so each script touches one slot and
-one crawl lives on one node. With any other URL the names are exactly the ones above.
+one crawl lives on one node. With any other URL the names are exactly the ones above. Code that
+holds a client rather than a URL (the operator commands, the dashboard, the agents) names them
+with ``SpiderKeys.for_client``.
 
 The keys of crawl jobs, schedules and agents (``crawlfleet.jobs``, docs/jobs.md) belong to no
 crawl: :class:`JobKeys` names them under the reserved prefix ``crawlfleet:`` (no spider may be
-called ``crawlfleet``), documented in ``JOB_KEYS``.
+called ``crawlfleet``), documented in ``JOB_KEYS``; on a cluster under ``{crawlfleet}``
+(``JobKeys.for_client``). The pools' keys take their tag from :func:`pool_tag`.
 """
 
 from __future__ import annotations
@@ -125,6 +128,14 @@ class SpiderKeys:
         from crawlfleet.redisconn import is_cluster_url
 
         return cls(spider, tagged=is_cluster_url(url))
+
+    @classmethod
+    def for_client(cls, spider: str, client: object) -> SpiderKeys:
+        """The names of ``spider``'s crawl as ``client`` reaches it (tagged through a Redis
+        Cluster client): what the operator tools, the dashboard and the job agents use."""
+        from crawlfleet.redisconn import is_cluster_client
+
+        return cls(spider, tagged=is_cluster_client(client))
 
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
@@ -258,14 +269,34 @@ _FRONTIER_SUFFIX = SpiderKeys("").frontier
 FRONTIER_GLOB = "*" + _FRONTIER_SUFFIX
 
 
-def spider_of_frontier_key(key: str) -> str:
-    """The spider whose ``<spider>:frontier`` hash ``key`` is."""
-    return key.removesuffix(_FRONTIER_SUFFIX)
+def spider_of_frontier_key(key: str, tagged: bool = False) -> str:
+    """The spider whose ``<spider>:frontier`` hash ``key`` is (``tagged``: a cluster's
+    ``{<spider>}:frontier``, and ``""`` for a key there without that tag)."""
+    prefix = key.removesuffix(_FRONTIER_SUFFIX)
+    if not tagged:
+        return prefix
+    spider = prefix[1:-1]
+    whole = prefix == "{" + spider + "}" and spider and "{" not in spider and "}" not in spider
+    return spider if whole else ""
 
 
 #: The prefix of the fleet's own keys, and so a name no spider may have (``<spider>:*`` of a
 #: spider of that name would reach the job records).
 FLEET_PREFIX = "crawlfleet"
+#: The same prefix on a Redis Cluster: every job, schedule and agent key in one slot, so a job's
+#: transactions and scripts (record, history, the active set) touch one node.
+FLEET_TAG = "{" + FLEET_PREFIX + "}"
+
+
+def pool_tag(name: str, client: object) -> str:
+    """How a pool's keys name it (the proxy pool's ``PROXYPOOL_REDIS_KEY``, an account pool
+    site): as is, or through a Redis Cluster client the hash tag ``{name}`` (a name that has one
+    already is kept), so every key of one pool (or one site) and its scripts share one slot."""
+    from crawlfleet.redisconn import is_cluster_client
+
+    if not is_cluster_client(client) or has_hash_tag(name):
+        return name
+    return "{" + name + "}"
 
 
 @dataclass(frozen=True)
@@ -273,6 +304,14 @@ class JobKeys:
     """The Redis key names of crawl jobs, schedules and the agents (``crawlfleet.jobs``)."""
 
     prefix: str = FLEET_PREFIX
+
+    @classmethod
+    def for_client(cls, client: object) -> JobKeys:
+        """The names as ``client`` reaches them: under ``{crawlfleet}`` through a Redis Cluster
+        client, else ``crawlfleet`` (the documented names)."""
+        from crawlfleet.redisconn import is_cluster_client
+
+        return cls(FLEET_TAG if is_cluster_client(client) else FLEET_PREFIX)
 
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))

@@ -44,7 +44,7 @@ from crawlfleet.jobs.runners import (
     SystemdRunner,
 )
 from crawlfleet.jobs.schedules import Scheduler
-from crawlfleet.jobs.store import KEYS
+from crawlfleet.jobs.store import job_keys
 from crawlfleet.redisconn import RedisConfigError, check_connection, get_redis, mask_url
 from crawlfleet.service import logs, options, runtime
 from crawlfleet.service.logs import event
@@ -261,7 +261,7 @@ class Agent:
 
     def take_command(self) -> bool:
         """Wait up to ``interval`` for one command and carry it out; True if there was one."""
-        got = self.client.blpop([KEYS.commands(self.name)], timeout=self.interval)
+        got = self.client.blpop([job_keys(self.client).commands(self.name)], timeout=self.interval)
         if got is None:
             return False
         try:
@@ -372,7 +372,7 @@ class Agent:
         """Back after the watchdog marked this agent's part of the job ``lost`` (it was frozen or
         cut off from the hub) while its units ran on: that part is ``running`` again, so the job
         does not end ``failed`` for a worker that came back."""
-        key = store.KEYS.job(job_id)
+        key = job_keys(self.client).job(job_id)
         state, raw = self.client.hmget(key, ["state", f"host:{self.name}"])
         if isinstance(state, bytes):
             state = state.decode()
@@ -429,7 +429,7 @@ def watchdog(client: redis.Redis) -> list[str]:
                     error="the start never completed (the starting command was interrupted)",
                 )
                 if changed:
-                    client.srem(KEYS.jobs_active, job_id)
+                    client.srem(job_keys(client).jobs_active, job_id)
                     said.append(f"job {job_id}: failed (start never completed)")
             continue
         for worker in job.get("workers", []):

@@ -26,7 +26,7 @@ import redis
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.jobs import store
-from crawlfleet.jobs.store import KEYS, JobError
+from crawlfleet.jobs.store import JobError, job_keys
 
 ACK_TTL = 600  # seconds an answer waits to be read
 DEFAULT_TIMEOUT = 30.0
@@ -85,15 +85,15 @@ def send(client: redis.Redis, agent: str, action: str, job_id: str, **extra: Any
     """Queue ``action`` for ``agent``; the command's id (its answer arrives at ``ack(id)``)."""
     command = uuid.uuid4().hex
     payload = {"id": command, "action": action, "job": job_id, **extra}
-    client.rpush(KEYS.commands(agent), json.dumps(payload))
+    client.rpush(job_keys(client).commands(agent), json.dumps(payload))
     return command
 
 
 def answer(client: redis.Redis, command: str, **reply: Any) -> None:
     """An agent's answer to ``command`` (read once by whoever sent it)."""
     pipe = client.pipeline(transaction=True)
-    pipe.rpush(KEYS.ack(command), json.dumps(reply))
-    pipe.expire(KEYS.ack(command), ACK_TTL)
+    pipe.rpush(job_keys(client).ack(command), json.dumps(reply))
+    pipe.expire(job_keys(client).ack(command), ACK_TTL)
     pipe.execute()
 
 
@@ -105,7 +105,7 @@ def wait_answers(
     replies: dict[str, dict[str, Any]] = {}
     for agent, command in sent.items():
         left = max(0.01, deadline - time.monotonic())
-        got = client.blpop([KEYS.ack(command)], timeout=left)
+        got = client.blpop([job_keys(client).ack(command)], timeout=left)
         if got is None:
             replies[agent] = {"ok": False, "error": f"agent {agent} did not answer in {timeout:g}s"}
             continue
@@ -118,7 +118,7 @@ def wait_answers(
 
 def fresh_dupefilter(client: redis.Redis, spider: str) -> None:
     """Forget the crawl's fingerprints (set and Bloom filter at their default keys)."""
-    keys = SpiderKeys(spider)
+    keys = SpiderKeys.for_client(spider, client)
     client.delete(keys.dupefilter)
     with contextlib.suppress(BloomConfigError):  # no Bloom filter there
         BloomFilter.existing(client, keys.bloomfilter).clear()
@@ -170,10 +170,10 @@ def start_job(
         error = "; ".join(str(r.get("error") or f"agent {a} refused") for a, r in refused.items())
         pipe = client.pipeline(transaction=True)
         pipe.hset(
-            KEYS.job(job_id),
+            job_keys(client).job(job_id),
             mapping={"state": "failed", "error": error, "ended": store.now_ms(client)},
         )
-        pipe.srem(KEYS.jobs_active, job_id)
+        pipe.srem(job_keys(client).jobs_active, job_id)
         pipe.execute()
         message = f"job {job_id} failed to start, nothing runs: {error}"
         store.record_history(client, job_id, by, "start", message)
@@ -209,7 +209,10 @@ def stop_job(
         raise JobError(f"job {job_id} is {old}: it can be stopped once it has started")
     store.record_history(client, job_id, by, "stop", f"draining ({old} before)")
     spider = job["spider"]
-    client.set(SpiderKeys(spider).paused, store.pause_marker(job_id, by, store.now_ms(client)))
+    client.set(
+        SpiderKeys.for_client(spider, client).paused,
+        store.pause_marker(job_id, by, store.now_ms(client)),
+    )
     hosts = job["hosts"]
     live = [
         w for w in job.get("workers", []) if hosts.get(w, {}).get("state") not in store.HOST_ENDS
@@ -242,7 +245,8 @@ def pause_job(client: redis.Redis, job_id: str, by: str) -> Outcome:
             return Outcome(job_id, f"job {job_id} was already paused")
         raise JobError(f"job {job_id} is {old}: only a running job can be paused")
     client.set(
-        SpiderKeys(job["spider"]).paused, store.pause_marker(job_id, by, store.now_ms(client))
+        SpiderKeys.for_client(job["spider"], client).paused,
+        store.pause_marker(job_id, by, store.now_ms(client)),
     )
     store.record_history(client, job_id, by, "pause", "workers stop taking requests")
     return Outcome(job_id, f"paused job {job_id} ({job['spider']}): workers keep their leases")
@@ -256,7 +260,7 @@ def resume_job(client: redis.Redis, job_id: str, by: str) -> Outcome:
         if old == "running":
             return Outcome(job_id, f"job {job_id} was not paused")
         raise JobError(f"job {job_id} is {old}: only a paused job can be resumed")
-    client.delete(SpiderKeys(job["spider"]).paused)
+    client.delete(SpiderKeys.for_client(job["spider"], client).paused)
     store.record_history(client, job_id, by, "resume", "workers take requests again")
     return Outcome(job_id, f"resumed job {job_id} ({job['spider']}) by {by}")
 

@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from crawlfleet.jobs import control, store
-from crawlfleet.jobs.store import KEYS, JobError
+from crawlfleet.jobs.store import JobError, job_keys
 from crawlfleet.jobs.timespec import check_cron, next_fire, parse_every
 
 LOCK_MS = 30_000
@@ -40,7 +40,7 @@ def redis_clock(client: redis.Redis) -> Callable[[], float]:
 
 def add_schedule(client: redis.Redis, fields: dict[str, Any], now: float) -> dict[str, Any]:
     """A new schedule (``fields``: project, spider, cron or every, …), its first ``next`` set."""
-    schedule_id = str(client.incr(KEYS.schedule_seq))
+    schedule_id = str(client.incr(job_keys(client).schedule_seq))
     record = {
         "id": schedule_id,
         "paused": False,
@@ -51,7 +51,7 @@ def add_schedule(client: redis.Redis, fields: dict[str, Any], now: float) -> dic
         **fields,
     }
     record["next"] = next_fire(now=now, cron=record.get("cron", ""), every=record.get("every", 0))
-    client.hset(KEYS.schedules, schedule_id, json.dumps(record))
+    client.hset(job_keys(client).schedules, schedule_id, json.dumps(record))
     return record
 
 
@@ -97,20 +97,20 @@ def describe_when(record: dict[str, Any]) -> str:
 
 
 def get_schedule(client: redis.Redis, schedule_id: str) -> dict[str, Any]:
-    raw = client.hget(KEYS.schedules, schedule_id) if schedule_id else None
+    raw = client.hget(job_keys(client).schedules, schedule_id) if schedule_id else None
     if raw is None:
         raise JobError(f"no schedule {schedule_id!r} (`crawlfleet schedule list` shows them)")
     return dict(json.loads(raw))
 
 
 def list_schedules(client: redis.Redis) -> list[dict[str, Any]]:
-    found = [json.loads(v) for v in client.hvals(KEYS.schedules)]
+    found = [json.loads(v) for v in client.hvals(job_keys(client).schedules)]
     return sorted(found, key=lambda s: int(s["id"]) if str(s["id"]).isdigit() else 0)
 
 
 def remove_schedule(client: redis.Redis, schedule_id: str) -> bool:
     """True if it was there (removing it twice is a no-op)."""
-    return bool(client.hdel(KEYS.schedules, schedule_id))
+    return bool(client.hdel(job_keys(client).schedules, schedule_id))
 
 
 def set_paused(
@@ -128,7 +128,7 @@ def set_paused(
         record["next"] = next_fire(
             now=now, cron=record.get("cron", ""), every=record.get("every", 0)
         )
-    client.hset(KEYS.schedules, schedule_id, json.dumps(record))
+    client.hset(job_keys(client).schedules, schedule_id, json.dumps(record))
     return True
 
 
@@ -177,7 +177,7 @@ class Scheduler:
     timeout: float = control.DEFAULT_TIMEOUT
 
     def _lock(self) -> bool:
-        key = KEYS.scheduler_lock
+        key = job_keys(self.client).scheduler_lock
         if self.client.set(key, self.name, nx=True, px=LOCK_MS):
             return True
         if self.client.get(key) in (self.name, self.name.encode()):
@@ -214,8 +214,8 @@ class Scheduler:
             previous=float(record["next"]),
         )
         # The schedule may have been removed or changed meanwhile: write only if still there.
-        if self.client.hexists(KEYS.schedules, record["id"]):
+        if self.client.hexists(job_keys(self.client).schedules, record["id"]):
             current = get_schedule(self.client, record["id"])
             current.update({k: record[k] for k in ("last", "last_job", "last_result", "next")})
-            self.client.hset(KEYS.schedules, record["id"], json.dumps(current))
+            self.client.hset(job_keys(self.client).schedules, record["id"], json.dumps(current))
         return f"schedule {record['id']}: {result}"

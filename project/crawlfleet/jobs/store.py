@@ -26,7 +26,13 @@ import redis
 
 from crawlfleet.frontier.keys import FLEET_PREFIX, JobKeys, SpiderKeys
 
-KEYS = JobKeys()
+
+def job_keys(client: object) -> JobKeys:
+    """The names of the jobs', schedules' and agents' keys as ``client`` reaches them (under the
+    tag ``{crawlfleet}`` on a Redis Cluster, so every job operation touches one slot)."""
+    return JobKeys.for_client(client)
+
+
 # The states of a job: pending, running, paused, stopping, and the ends.
 ENDED = ("finished", "failed")
 # What a worker host of a job can be: starting/running, or one of the ends.
@@ -101,10 +107,10 @@ def register_agent(
     now = now_ms(client)
     pipe = client.pipeline(transaction=True)
     pipe.hset(
-        KEYS.agent(name),
+        job_keys(client).agent(name),
         mapping={"info": json.dumps(dict(info)), "heartbeat": now, "units": json.dumps(units)},
     )
-    pipe.zadd(KEYS.agents, {name: now + ttl_ms})
+    pipe.zadd(job_keys(client).agents, {name: now + ttl_ms})
     pipe.execute()
     return now
 
@@ -112,12 +118,12 @@ def register_agent(
 def unregister_agent(client: redis.Redis, name: str) -> None:
     """A stopping agent is down at once, its deadline 0: a clean stop (its record stays, for the
     projects it had)."""
-    client.zadd(KEYS.agents, {name: 0})
+    client.zadd(job_keys(client).agents, {name: 0})
 
 
 def agent_units(client: redis.Redis, name: str) -> dict[str, Any]:
     """What ``name`` last recorded it runs: job id → units (for an agent that restarts)."""
-    raw = client.hget(KEYS.agent(name), "units")
+    raw = client.hget(job_keys(client).agent(name), "units")
     try:
         units = json.loads(raw) if raw else {}
     except ValueError:
@@ -128,10 +134,10 @@ def agent_units(client: redis.Redis, name: str) -> dict[str, Any]:
 def agents(client: redis.Redis) -> list[Agent]:
     """Every registered agent, by name; ``alive`` by its deadline against Redis's clock."""
     now = now_ms(client)
-    listed: list[Any] = list(client.zrange(KEYS.agents, 0, -1, withscores=True))
+    listed: list[Any] = list(client.zrange(job_keys(client).agents, 0, -1, withscores=True))
     pipe = client.pipeline(transaction=False)
     for member, _ in listed:
-        pipe.hgetall(KEYS.agent(_s(member)))
+        pipe.hgetall(job_keys(client).agent(_s(member)))
     out = []
     for (member, deadline), record in zip(listed, pipe.execute(), strict=True):
         fields = {_s(k): _s(v) for k, v in record.items()}
@@ -198,7 +204,7 @@ def _decode(raw: Mapping[Any, Any]) -> dict[str, Any]:
 
 def get_job(client: redis.Redis, job_id: str) -> dict[str, Any]:
     """The record of ``job_id``, decoded; :class:`JobError` when there is none."""
-    raw = client.hgetall(KEYS.job(job_id)) if job_id else {}
+    raw = client.hgetall(job_keys(client).job(job_id)) if job_id else {}
     if not raw:
         raise JobError(f"no job {job_id!r} (`crawlfleet job list` shows the jobs)")
     return _decode(raw)
@@ -206,7 +212,7 @@ def get_job(client: redis.Redis, job_id: str) -> dict[str, Any]:
 
 def create_job(client: redis.Redis, fields: Mapping[str, Any]) -> str:
     """A new pending job's id; ``fields`` are written as they are (JSON for the structured)."""
-    job_id = str(client.incr(KEYS.job_seq))
+    job_id = str(client.incr(job_keys(client).job_seq))
     now = now_ms(client)
     record: dict[Any, Any] = {
         "id": job_id,
@@ -215,9 +221,9 @@ def create_job(client: redis.Redis, fields: Mapping[str, Any]) -> str:
         **{k: json.dumps(v) if isinstance(v, list | dict) else str(v) for k, v in fields.items()},
     }
     pipe = client.pipeline(transaction=True)
-    pipe.hset(KEYS.job(job_id), mapping=record)
-    pipe.zadd(KEYS.jobs, {job_id: now})
-    pipe.sadd(KEYS.jobs_active, job_id)
+    pipe.hset(job_keys(client).job(job_id), mapping=record)
+    pipe.zadd(job_keys(client).jobs, {job_id: now})
+    pipe.sadd(job_keys(client).jobs_active, job_id)
     pipe.execute()
     return job_id
 
@@ -227,7 +233,7 @@ def record_history(
 ) -> None:
     """Append one operation (who did what) to the job's bounded history."""
     entry = {"time": now_ms(client), "by": by, "action": action, "detail": detail[:500]}
-    key = KEYS.job_history(job_id)
+    key = job_keys(client).job_history(job_id)
     pipe = client.pipeline(transaction=True)
     pipe.rpush(key, json.dumps(entry))
     pipe.ltrim(key, -HISTORY_LIMIT, -1)
@@ -237,7 +243,7 @@ def record_history(
 def job_history(client: redis.Redis, job_id: str) -> list[dict[str, Any]]:
     """The job's operations, oldest first (unreadable entries skipped)."""
     out = []
-    for raw in client.lrange(KEYS.job_history(job_id), 0, -1):
+    for raw in client.lrange(job_keys(client).job_history(job_id), 0, -1):
         with contextlib.suppress(ValueError, TypeError):
             entry = json.loads(raw)
             if isinstance(entry, dict):
@@ -247,25 +253,25 @@ def job_history(client: redis.Redis, job_id: str) -> list[dict[str, Any]]:
 
 def list_jobs(client: redis.Redis, limit: int = 50) -> list[dict[str, Any]]:
     """The newest ``limit`` jobs, newest first."""
-    ids = [_s(i) for i in client.zrevrange(KEYS.jobs, 0, max(0, limit - 1))]
+    ids = [_s(i) for i in client.zrevrange(job_keys(client).jobs, 0, max(0, limit - 1))]
     pipe = client.pipeline(transaction=False)
     for job_id in ids:
-        pipe.hgetall(KEYS.job(job_id))
+        pipe.hgetall(job_keys(client).job(job_id))
     return [_decode(raw) for raw in pipe.execute() if raw]
 
 
 def active_jobs(client: redis.Redis) -> list[dict[str, Any]]:
     """Every job that has not ended."""
-    ids = sorted((_s(i) for i in client.smembers(KEYS.jobs_active)), key=_order)
+    ids = sorted((_s(i) for i in client.smembers(job_keys(client).jobs_active)), key=_order)
     pipe = client.pipeline(transaction=False)
     for job_id in ids:
-        pipe.hgetall(KEYS.job(job_id))
+        pipe.hgetall(job_keys(client).job(job_id))
     found = []
     for job_id, raw in zip(ids, pipe.execute(), strict=True):
         if raw:
             found.append(_decode(raw))
         else:
-            client.srem(KEYS.jobs_active, job_id)
+            client.srem(job_keys(client).jobs_active, job_id)
     return found
 
 
@@ -281,13 +287,15 @@ def transition(
     pairs: list[str] = ["state", new]
     for name, value in fields.items():
         pairs += [name, json.dumps(value) if isinstance(value, list | dict) else str(value)]
-    changed, old = client.eval(_TRANSITION, 1, KEYS.job(job_id), len(states), *states, *pairs)
+    changed, old = client.eval(
+        _TRANSITION, 1, job_keys(client).job(job_id), len(states), *states, *pairs
+    )
     return bool(changed), None if old is None else _s(old)
 
 
 def set_host(client: redis.Redis, job_id: str, agent: str, **state: Any) -> None:
     """Record what ``agent`` reports of its part of the job (``state`` and details)."""
-    client.hset(KEYS.job(job_id), f"host:{agent}", json.dumps(state))
+    client.hset(job_keys(client).job(job_id), f"host:{agent}", json.dumps(state))
 
 
 def crawl_numbers(
@@ -295,7 +303,7 @@ def crawl_numbers(
 ) -> dict[str, Any]:
     """The job's numbers from the crawl's keys: the workers the agents started (their host and
     pid), their Scrapy statistics summed, and each agent's share of the pages."""
-    k = SpiderKeys(spider)
+    k = SpiderKeys.for_client(spider, client)
     ids = {_s(w) for w in client.zrange(k.ops_workers, 0, -1)}
     ids |= {_s(w) for w in client.zrange(k.workers, 0, -1)}
     ordered = sorted(ids)
@@ -354,7 +362,7 @@ def finalize(client: redis.Redis, job_id: str, agent_hosts: Mapping[str, str]) -
 
     ``agent_hosts`` maps agent names to their host names (how a crawl worker names its host).
     """
-    key = KEYS.job(job_id)
+    key = job_keys(client).job(job_id)
     for _ in range(10):
         with client.pipeline(transaction=True) as pipe:
             try:
@@ -390,9 +398,9 @@ def finalize(client: redis.Redis, job_id: str, agent_hosts: Mapping[str, str]) -
                 if bad and not job.get("error"):
                     fields["error"] = "; ".join(bad)
                 pipe.hset(key, mapping=fields)
-                pipe.srem(KEYS.jobs_active, job_id)
+                pipe.srem(job_keys(client).jobs_active, job_id)
                 pipe.rpush(
-                    KEYS.job_history(job_id),
+                    job_keys(client).job_history(job_id),
                     json.dumps(
                         {
                             "time": ended,
@@ -403,7 +411,7 @@ def finalize(client: redis.Redis, job_id: str, agent_hosts: Mapping[str, str]) -
                         }
                     ),
                 )
-                pipe.ltrim(KEYS.job_history(job_id), -HISTORY_LIMIT, -1)
+                pipe.ltrim(job_keys(client).job_history(job_id), -HISTORY_LIMIT, -1)
                 pipe.execute()
             except redis.WatchError:
                 continue
@@ -419,7 +427,7 @@ def pause_marker(job_id: str, by: str, now: int) -> str:
 
 def release_pause(client: redis.Redis, spider: str, job_id: str) -> bool:
     """Delete ``<spider>:paused`` if this job set it (an operator's own pause stays)."""
-    key = SpiderKeys(spider).paused
+    key = SpiderKeys.for_client(spider, client).paused
     raw = client.get(key)
     try:
         mine = raw is not None and json.loads(raw).get("job") == job_id
@@ -430,15 +438,15 @@ def release_pause(client: redis.Redis, spider: str, job_id: str) -> bool:
 
 def trim_history(client: redis.Redis, keep: int) -> int:
     """Delete the oldest ended job records beyond the newest ``keep``; how many went."""
-    if client.zcard(KEYS.jobs) <= keep:
+    if client.zcard(job_keys(client).jobs) <= keep:
         return 0
-    active = {_s(i) for i in client.smembers(KEYS.jobs_active)}
-    ended = [_s(i) for i in client.zrevrange(KEYS.jobs, 0, -1) if _s(i) not in active]
+    active = {_s(i) for i in client.smembers(job_keys(client).jobs_active)}
+    ended = [_s(i) for i in client.zrevrange(job_keys(client).jobs, 0, -1) if _s(i) not in active]
     gone = ended[keep:]
     if gone:
         pipe = client.pipeline(transaction=True)
         for job_id in gone:
-            pipe.delete(KEYS.job(job_id), KEYS.job_history(job_id))
-        pipe.zrem(KEYS.jobs, *gone)
+            pipe.delete(job_keys(client).job(job_id), job_keys(client).job_history(job_id))
+        pipe.zrem(job_keys(client).jobs, *gone)
         pipe.execute()
     return len(gone)

@@ -40,7 +40,6 @@ from importlib.resources import files
 from urllib.parse import urlsplit
 
 import redis
-from redis.cluster import RedisCluster
 
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.scripts import NOW_MS
@@ -181,7 +180,7 @@ class Budget:
         self.client = client
         self.config = config
         # on a Redis Cluster every key of the namespace carries its hash tag: one slot
-        self.keys = SpiderKeys(config.namespace, tagged=isinstance(client, RedisCluster))
+        self.keys = SpiderKeys.for_client(config.namespace, client)
         self._injected = clock is not None
         self.clock: Callable[[], float] = clock or time.monotonic
         self._lease = client.register_script(LEASE)

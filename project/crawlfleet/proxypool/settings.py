@@ -90,7 +90,8 @@ OPTIONS: tuple[Option, ...] = (
         "--redis-key",
         "PROXYPOOL_REDIS_KEY",
         "proxypool:proxies",
-        "sorted set of proxies (statistics go to <key>:stats)",
+        "sorted set of proxies (statistics go to <key>:stats; on a Redis Cluster both under the "
+        "hash tag {<key>})",
     ),
     *KEY_NAMES.options("key clients send in the X-API-Key header"),
     Option(

@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+from crawlfleet.frontier.keys import pool_tag
 from crawlfleet.redisconn import get_async_redis
 
 INITIAL_SCORE = 10
@@ -105,8 +106,9 @@ class ProxyStore:
 
     def __init__(self, client: aioredis.Redis, key: str, max_size: int) -> None:
         self.client = client
-        self.key = key
-        self.stats_key = f"{key}:stats"
+        # through a Redis Cluster client, {<key>} and {<key>}:stats: the pool in one slot
+        self.key = pool_tag(key, client)
+        self.stats_key = f"{self.key}:stats"
         self.max_size = max_size
         self._add = client.register_script(_ADD)
         self._decrease = client.register_script(_DECREASE)

@@ -1,71 +1,13 @@
-"""Helpers of the operator tests: run the real `crawlfleet` CLI, crawl settings."""
+"""Helpers of the operator tests: the real `crawlfleet` CLI (support.cli), crawl settings."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from support.cli import Result, assert_one_line_error, cli, cli_process
+from support.crawl import ROOT, frontier_settings
 
-from support.crawl import frontier_settings
-
-from crawlfleet.cli import main
-
-ROOT = Path(__file__).resolve().parents[3]
+__all__ = ["ROOT", "Result", "assert_one_line_error", "cli", "cli_process", "crawl_settings"]
 
 EXTENSION = "crawlfleet.extensions.workerstats.WorkerStats"
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-def cli(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> Result:
-    """``crawlfleet ARGS…`` through its entry point, in this process (fast; same code path)."""
-    saved_env = dict(os.environ)
-    os.environ.pop("REDIS_URL", None)
-    os.environ.update(env or {})
-    out, err = io.StringIO(), io.StringIO()
-    saved_stdin = sys.stdin
-    sys.stdin = io.StringIO(stdin)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:  # argparse usage errors
-                code = int(exc.code or 0)
-    finally:
-        sys.stdin = saved_stdin
-        os.environ.clear()
-        os.environ.update(saved_env)
-    return Result(code, out.getvalue(), err.getvalue())
-
-
-def cli_process(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Result:
-    """``crawlfleet ARGS…`` in a subprocess, exactly as an operator runs it."""
-    # An inherited REDIS_URL must not stand in for a missing --redis-url.
-    base = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    full_env = {**base, "PYTHONPATH": str(ROOT / "project"), **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-m", "crawlfleet.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=60,
-    )
-    return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
 def crawl_settings(redis_url: str, **extra: object) -> dict[str, object]:
@@ -77,12 +19,3 @@ def crawl_settings(redis_url: str, **extra: object) -> dict[str, object]:
         CONCURRENT_REQUESTS=2,
         **extra,
     )
-
-
-def assert_one_line_error(result: Result, code: int, *needles: str) -> None:
-    assert result.code == code, (result.code, result.out, result.err)
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert "Traceback" not in result.err
-    for needle in needles:
-        assert needle in lines[0], lines[0]

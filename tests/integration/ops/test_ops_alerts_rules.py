@@ -23,12 +23,13 @@ from support.waiting import wait_until
 
 from crawlfleet import clusterview
 from crawlfleet.alerts import rules
-from crawlfleet.alerts.store import STATE_KEY, current_alerts, load_state
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.alerts.store import current_alerts, load_state
+from crawlfleet.frontier.keys import JobKeys, SpiderKeys
 from crawlfleet.jobs import store
 
 SPIDER = "site"
 K = SpiderKeys(SPIDER)
+STATE_KEY = JobKeys().alerts_state
 
 
 def _worker(client: redis.Redis, wid: str, host: str, pid: int, pages: int, bans: int) -> None:

@@ -23,7 +23,9 @@ from crawlfleet.frontier.keys import (
     KEYS,
     QUEUE_KEY,
     START_URLS_KEY,
+    JobKeys,
     SpiderKeys,
+    pool_tag,
     spider_of_frontier_key,
 )
 from crawlfleet.frontier.rabbitmq import coord
@@ -83,7 +85,7 @@ def test_every_key_is_documented_once() -> None:
         name
         for name in vars(SpiderKeys)
         if not name.startswith("_")
-        and name not in ("spider", "tagged", "for_url", "prefix", "glob")
+        and name not in ("spider", "tagged", "for_url", "for_client", "prefix", "glob")
     }
     documented = [doc.attribute for doc in KEYS]
     assert sorted(documented) == sorted(members)
@@ -149,6 +151,22 @@ def test_bad_key_templates_are_one_line_naming_the_setting() -> None:
 def test_spiders_are_found_by_their_frontier_hash() -> None:
     assert FRONTIER_GLOB == "*:frontier"
     assert spider_of_frontier_key(SpiderKeys("my:spider").frontier) == "my:spider"
+    tagged = SpiderKeys("my:spider", tagged=True).frontier
+    assert spider_of_frontier_key(tagged, tagged=True) == "my:spider"
+    # on a cluster, a frontier hash without the tag (or with another) names no crawl
+    assert spider_of_frontier_key("my:spider:frontier", tagged=True) == ""
+    assert spider_of_frontier_key("{a}b:frontier", tagged=True) == ""
+    assert spider_of_frontier_key("{a}{b}:frontier", tagged=True) == ""
+
+
+def test_a_plain_client_names_every_key_as_documented() -> None:
+    """Through a client of one Redis (or Sentinel's primary) nothing is tagged: the names are
+    those of docs/reference/redis-keys.md (the cluster's are in tests/integration/cluster)."""
+    client = redis.Redis(port=1)  # never connects
+    assert SpiderKeys.for_client("book", client) == SpiderKeys("book")
+    assert JobKeys.for_client(client) == JobKeys()
+    assert JobKeys.for_client(client).job("7") == "crawlfleet:job:7"
+    assert pool_tag("proxypool:proxies", client) == "proxypool:proxies"
 
 
 # -- nobody else spells a key ------------------------------------------------------------------
