@@ -4,7 +4,8 @@ Ansible runs it on every worker before it starts crawler units, and stops with i
 when a check fails. Each check waits at most ``--timeout`` seconds per network step:
 
 * ``redis``: connect, AUTH and PING at REDIS_URL, then one pipelined write (a ``SET`` with a
-  short expiry of ``crawlfleet:check:<hostname>`` and its ``DEL``) plus ``INFO memory``. A real
+  short expiry of ``crawlfleet:check:<hostname>`` and its ``DEL``) plus ``INFO memory`` (not on
+  a Redis Cluster, whose pipelines run no ``INFO``: there the write alone). A real
   write is the only cheap probe that catches every reason Redis refuses the frontier's writes
   (read-only replica, ``MISCONF`` after a failed save, ``OOM`` at maxmemory, ACLs); ``INFO``
   shows an eviction policy that could drop frontier keys when a memory limit is set.
@@ -202,8 +203,9 @@ def check_redis(
         pipe = client.pipeline(transaction=False)
         pipe.set(key, f"{time.time():.3f}", ex=PROBE_TTL)
         pipe.delete(key)
-        pipe.info("memory")
-        written, _, memory = pipe.execute(raise_on_error=False)
+        if not isinstance(client, redis.cluster.RedisCluster):
+            pipe.info("memory")
+        written, _, *memory = pipe.execute(raise_on_error=False)
     except (redis.RedisError, OSError) as exc:
         return result(False, redis_cause(exc, url, timeout, host, secrets))
     if isinstance(written, redis.ReadOnlyError):
@@ -217,7 +219,7 @@ def check_redis(
         return result(False, permission_problem(said, url, f"SET {key}"))
     if isinstance(written, Exception):
         return result(False, f"Redis refuses writes: {quote(str(written), secrets)}")
-    problem = eviction_problem(memory)
+    problem = eviction_problem(memory[0] if memory else None)
     if problem:
         return result(False, problem)
     return result(True, f"PONG in {pong_ms:.1f} ms")
