@@ -285,8 +285,10 @@ def hosts_added(group: str, hosts: dict[str, str]) -> Iterator[None]:
     taken = set(data["all"].get("hosts") or {}) & set(hosts)
     if taken:
         raise ValueError(f"inventory/hosts.yml already has host(s) {sorted(taken)}")
-    members = yaml.safe_load(original)["all"]["children"][group]["hosts"]
+    members = yaml.safe_load(original)["all"]["children"][group]["hosts"] or {}
     block = f"    {group}:\n      hosts:\n" + "".join(f"        {name}:\n" for name in members)
+    # An empty group (redis_cluster) is `hosts: {}` in the file: a list of hosts from here on.
+    edited = original.replace(f"    {group}:\n      hosts: {{}}\n", block, 1)
     edits = [
         (
             "    c:\n      ansible_host: 172.30.0.12\n",
@@ -294,7 +296,6 @@ def hosts_added(group: str, hosts: dict[str, str]) -> Iterator[None]:
         ),
         (block, "".join(f"        {name}:\n" for name in hosts)),
     ]
-    edited = original
     for anchor, addition in edits:
         if anchor not in edited:
             raise ValueError(f"inventory/hosts.yml has no {anchor!r} to add {sorted(hosts)} after")

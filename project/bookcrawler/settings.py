@@ -30,6 +30,10 @@ SCHEDULER_PERSIST = True
 # and its broker; the duplicate filter stays in Redis.
 SCHEDULER_QUEUE_CLASS = os.environ.get("SCHEDULER_QUEUE_CLASS", "")
 RABBITMQ_URL = os.environ.get("RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+# Replicas an enqueue waits for: the frontier's default (1 through Sentinel and on a cluster)
+# unless the environment says otherwise (0 on a Redis Cluster without replicas).
+if os.environ.get("SCHEDULER_WAIT_REPLICAS"):
+    SCHEDULER_WAIT_REPLICAS = int(os.environ["SCHEDULER_WAIT_REPLICAS"])
 # Sized for catalogues up to a million requests (about 1.7 MiB in Redis, 0.1 % false positives).
 BLOOMFILTER_CAPACITY = int(os.environ.get("BLOOMFILTER_CAPACITY", "1000000"))
 BLOOMFILTER_ERROR_RATE = 0.001

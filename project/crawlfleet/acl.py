@@ -35,6 +35,17 @@ internal password (``redis_password``), which no service holds:
   ``INFO``, ``ROLE``, ``SLAVEOF``/``REPLICAOF``, ``CONFIG REWRITE``, ``CLIENT KILL``, its hello
   channel …; the Sentinels' ``auth-user``).
 
+On a Redis Cluster (``--cluster``, the hosts of the inventory's ``redis_cluster`` group) the
+crawler's keys are the tagged ones (``~{<spider>}:*``, :class:`SpiderKeys` ``tagged``) and it may
+also ask where the slots are (:data:`CLUSTER_DISCOVERY`: ``CLUSTER SLOTS``/``SHARDS``/``INFO``,
+what redis-py's ``RedisCluster`` and ``crawlfleet check`` run), and the hub's own users are:
+
+* ``replica``: as above, for a replica of a primary's slots.
+* ``cluster``: what ``redis-cli --cluster create``/``check`` and Ansible run on the nodes
+  (``CLUSTER`` and its subcommands, ``INFO``, ``PING``), with the hub's internal password. The
+  cluster bus between the nodes has no users at all (Redis authenticates nothing there): only
+  the firewall keeps it to the cluster's hosts.
+
 The Sentinels have an ACL file of their own (:func:`render_sentinel`): ``default`` is the
 Sentinels' administrator (they log in to one another with it, and Ansible with it), and each
 role's user, with the same password as on the servers, may only find the primary
@@ -54,7 +65,7 @@ from crawlfleet.frontier.keys import JobKeys, SpiderKeys
 
 ROLES = ("crawler", "proxypool", "accountpool", "dashboard", "operator")
 # The hub's own users with Sentinel failover: replication and the Sentinels.
-HUB_ROLES = ("replica", "sentinel")
+HUB_ROLES = ("replica", "sentinel", "cluster")
 CHECK_KEYS = "crawlfleet:check:*"
 PROXYPOOL_KEYS = ("proxypool:*",)
 ACCOUNTPOOL_KEYS = ("accounts:*", "credentials:*", "accountpool:*")
@@ -132,6 +143,20 @@ _SENTINEL_COMMANDS = (
     "+publish",
 )
 SENTINEL_CHANNELS = "&__sentinel__:*"
+# What a cluster client may ask a node about the cluster (where each slot is, whether it is ok)
+# and the redirections it follows; nothing that changes the cluster.
+CLUSTER_DISCOVERY = (
+    "+cluster|slots",
+    "+cluster|shards",
+    "+cluster|nodes",
+    "+cluster|info",
+    "+cluster|keyslot",
+    "+asking",
+    "+readonly",
+    "+readwrite",
+)
+# Who creates and checks the cluster (redis-cli --cluster, Ansible): the CLUSTER command, INFO.
+_CLUSTER_COMMANDS = ("-@all", "+cluster", "+info", "+ping", "+config|get", "+client|setname")
 # What a service may ask a Sentinel: who the primary and the replicas are, nothing that changes
 # the set (redis-py's discovery and ``crawlfleet check``).
 SENTINEL_DISCOVERY = (
@@ -180,14 +205,19 @@ def check_name(text: str, what: str) -> str:
     return text
 
 
-def role_rules(role: str, spiders: Sequence[str]) -> RoleRules:
-    """The rules of ``role`` for a hub crawling ``spiders``."""
+def role_rules(role: str, spiders: Sequence[str], cluster: bool = False) -> RoleRules:
+    """The rules of ``role`` for a hub crawling ``spiders`` (``cluster``: a Redis Cluster's
+    nodes)."""
     names = [check_name(s, "spider name") for s in spiders]
     own = tuple(f"~{SpiderKeys(s).prefix}:*" for s in names)
     if role == "crawler":
         if not names:
             raise AclError("the crawler user needs at least one spider (--spider)")
         agent = (*(f"~{k}" for k in AGENT_KEYS), *(f"%W~{k}" for k in AGENT_WRITES))
+        if cluster:
+            tagged = tuple(f"~{SpiderKeys(s, tagged=True).prefix}:*" for s in names)
+            keys = (*tagged, f"~{CHECK_KEYS}", *agent)
+            return RoleRules(role, keys, _DATA_COMMANDS + CLUSTER_DISCOVERY)
         return RoleRules(role, (*own, f"~{CHECK_KEYS}", *agent), _DATA_COMMANDS)
     if role == "proxypool":
         return RoleRules(role, tuple(f"~{k}" for k in PROXYPOOL_KEYS), _DATA_COMMANDS)
@@ -205,6 +235,8 @@ def role_rules(role: str, spiders: Sequence[str]) -> RoleRules:
         return RoleRules(role, (), _REPLICA_COMMANDS)
     if role == "sentinel":
         return RoleRules(role, (SENTINEL_CHANNELS,), _SENTINEL_COMMANDS)
+    if role == "cluster":
+        return RoleRules(role, (), _CLUSTER_COMMANDS)
     raise AclError(f"unknown role {role[:40]!r}: the roles are {', '.join(ROLES + HUB_ROLES)}")
 
 
@@ -238,16 +270,18 @@ def render(
     passwords: Mapping[str, str],
     spiders: Iterable[str],
     users: Mapping[str, str] | None = None,
+    cluster: bool = False,
 ) -> str:
     """The servers' ``aclfile`` text: ``default`` off, then one user per role in ``passwords``.
 
     ``passwords`` maps a role (of :data:`ROLES` and :data:`HUB_ROLES`) to its password (a role
-    without one gets no user); ``users`` renames a role's user (default: the role's name).
+    without one gets no user); ``users`` renames a role's user (default: the role's name);
+    ``cluster``: the file of a Redis Cluster's nodes.
     """
     spider_list = list(dict.fromkeys(spiders))
     lines = ["user default reset off resetchannels -@all"]
     for role, user, password in _users(passwords, users or {}):
-        lines.append(role_rules(role, spider_list).line(user, password))
+        lines.append(role_rules(role, spider_list, cluster).line(user, password))
     return "\n".join(lines) + "\n"
 
 

@@ -51,6 +51,8 @@ ENVIRONMENT = (
     "RABBITMQ_URL",
     # per-site politeness rates from the inventory (crawler_politeness_sites), as JSON
     "POLITENESS_SITES",
+    # 0 on a Redis Cluster without replicas (crawlfleet_redis_cluster_replicas 0)
+    "SCHEDULER_WAIT_REPLICAS",
 )
 
 # (component priority dict setting, component path, order, the setting naming its URL)

@@ -60,6 +60,24 @@ HOSTS = "hosts.yml"
             "    redis:\n      hosts:\n        a:\n        b:\n",
             "inventory group 'redis' has 2 host(s) (crawlfleet_redis_sentinel false): it needs one",
         ),
+        (
+            HOSTS,
+            "    redis_cluster:\n      hosts: {}\n",
+            "    redis_cluster:\n      hosts:\n        b:\n        c:\n",
+            "inventory group 'redis_cluster' has 2 host(s), it needs 3 or more",
+        ),
+        (
+            HOSTS,
+            "    redis_cluster:\n      hosts: {}\n",
+            "    redis_cluster:\n      hosts:\n        a:\n        b:\n        c:\n",
+            "host(s) a are in both inventory groups 'redis' and 'redis_cluster'",
+        ),
+        (
+            HOSTS,
+            "    redis_cluster:\n      hosts: {}\n",
+            "    redis_cluster:\n      hosts:\n        b:\n        c:\n        web:\n",
+            "crawlfleet_jobs_enabled must be false with the inventory group 'redis_cluster'",
+        ),
     ],
     ids=[
         "missing-private-address",
@@ -69,6 +87,9 @@ HOSTS = "hosts.yml"
         "no-crawlers",
         "unknown-server-flavor",
         "two-redis-hosts",
+        "two-cluster-hosts",
+        "a-host-in-redis-and-redis-cluster",
+        "jobs-beside-a-cluster",
     ],
 )
 def test_a_wrong_inventory_stops_site_yml_in_its_first_play(

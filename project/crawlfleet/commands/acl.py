@@ -2,7 +2,8 @@
 
 The passwords are read as one JSON object from standard input (``{"crawler": "…", …}``: a role
 without a password gets no user), never from the command line. ``--sentinel`` renders the
-Sentinels' file instead (``crawlfleet.acl.render_sentinel``). Prints the ``aclfile`` text, or
+Sentinels' file instead (``crawlfleet.acl.render_sentinel``), ``--cluster`` the file of a Redis
+Cluster's nodes. Prints the ``aclfile`` text, or
 with ``-o FILE`` writes it (mode 0600, only when it changed) and prints
 ``{"changed": bool, "users": […]}`` for Ansible's ``changed_when``. Exit status 2 on bad input.
 """
@@ -46,6 +47,12 @@ def add_parser(subparsers: Any) -> None:
         help="the Sentinels' file instead: default is their administrator with the sentinel "
         "role's password, every service role's user may only find the primary",
     )
+    render.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the file of a Redis Cluster's nodes: the crawler's keys tagged {<spider>}, its "
+        "cluster discovery commands, the cluster role's user",
+    )
     render.add_argument("-o", "--output", type=Path, help="write the file here (mode 0600)")
     p.set_defaults(run=run)
 
@@ -77,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
                 raise UsageError("--sentinel needs the sentinel role's password on stdin")
             text = acl.render_sentinel(passwords["sentinel"], passwords, users)
         else:
-            text = acl.render(passwords, spiders, users)
+            text = acl.render(passwords, spiders, users, cluster=args.cluster)
     except acl.AclError as exc:
         raise UsageError(str(exc)) from None
     if args.output is None:

@@ -15,6 +15,7 @@ from support.crawl import Site, frontier_settings
 from support.rediscluster import RedisClusterGroup
 from support.waiting import wait_until
 
+from crawlfleet.commands.check import check_redis
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.redisconn import check_connection, get_redis
 
@@ -182,3 +183,15 @@ def test_a_scalable_bloom_filter_grows_in_the_crawls_slot(
     finally:
         client.close()
     assert_cluster_drained(cluster)
+
+
+def test_the_preflight_check_writes_on_the_cluster(cluster: RedisClusterGroup) -> None:
+    # What Ansible runs on a worker before it starts crawler units (crawlfleet check).
+    url = cluster.url()
+    client = get_redis(url)
+    try:
+        found = check_redis(client, url, timeout=5, host="worker1")
+        assert found.ok, found
+        assert client.exists("crawlfleet:check:worker1") == 0  # the probe key is deleted again
+    finally:
+        client.close()

@@ -128,3 +128,22 @@ def test_the_cli_renders_the_sentinels_file(
     assert main(["acl", "render", "--sentinel"]) == 2
     err = capsys.readouterr().err
     assert "needs the sentinel role's password" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_cluster_s_crawler_uses_the_tagged_keys_and_finds_the_slots(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    crawler = acl.role_rules("crawler", ["book"], cluster=True)
+    assert crawler.keys[0] == "~{book}:*" and "~book:*" not in crawler.keys
+    assert set(acl.CLUSTER_DISCOVERY) <= set(crawler.commands)
+    assert not any(c in crawler.commands for c in ("+cluster", "+cluster|addslots", "+@all"))
+    admin = acl.role_rules("cluster", ["book"], cluster=True)
+    assert admin.keys == () and {"+cluster", "+info"} <= set(admin.commands)
+    assert not any(c.startswith(("+@", "~")) for c in admin.commands)  # no data, no category
+    # The single hub's file does not change with the cluster's users beside it.
+    assert acl.role_rules("crawler", ["book"]).keys[0] == "~book:*"
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({**PASSWORDS, **HUB})))
+    assert main(["acl", "render", "--cluster", "--spider", "book"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines[1:]] == [*acl.ROLES, *acl.HUB_ROLES]
+    assert "~{book}:*" in lines[1].split() and "+cluster|slots" in lines[1].split()
