@@ -16,15 +16,20 @@ SCRIPT = ROOT / "roles/crawlfleet_app/files/build_wheelhouse.py"
 PROJECT_SCRIPT = ROOT / "roles/crawler/files/build_project.py"
 
 
-def load_builder() -> ModuleType:
-    """build_wheelhouse.py as the module build_project.py imports it (`build_wheelhouse`)."""
-    if "build_wheelhouse" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("build_wheelhouse", SCRIPT)
+def _load(name: str, path: Path) -> ModuleType:
+    """A role's script as the module `name` (loaded once)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        sys.modules["build_wheelhouse"] = module
+        sys.modules[name] = module
         spec.loader.exec_module(module)
-    return sys.modules["build_wheelhouse"]
+    return sys.modules[name]
+
+
+def load_builder() -> ModuleType:
+    """build_wheelhouse.py as the module build_project.py imports it (`build_wheelhouse`)."""
+    return _load("build_wheelhouse", SCRIPT)
 
 
 def supported_tags(python: str, platforms: list[str]) -> set[Tag]:
@@ -38,10 +43,4 @@ def supported_tags(python: str, platforms: list[str]) -> set[Tag]:
 
 def load_project_builder() -> ModuleType:
     """build_project.py (role crawler's release builder) as a module, `build_project`."""
-    if "build_project" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("build_project", PROJECT_SCRIPT)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["build_project"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["build_project"]
+    return _load("build_project", PROJECT_SCRIPT)
