@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
 
 import pytest
 import redis
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.utils.test import get_crawler
+from support.schedulers import MakeScheduler, SiteSpider
 from twisted.python.failure import Failure
 
 from crawlfleet import cli
@@ -25,34 +25,9 @@ from crawlfleet.frontier.scheduler import Scheduler
 POLITE = {"DOWNLOADER_MIDDLEWARES": {"crawlfleet.politeness.middleware.PolitenessMiddleware": 750}}
 
 
-class SiteSpider(Spider):
-    name = "site"
-
-
-MakeScheduler = Callable[..., Scheduler]
-
-
 @pytest.fixture
-def make_scheduler(redis_url: str) -> Iterator[MakeScheduler]:
-    opened: list[Scheduler] = []
-
-    def make(**settings: object) -> Scheduler:
-        base: dict[str, object] = {
-            "REDIS_URL": redis_url,
-            "SCHEDULER_PREFETCH": 1,
-            "SCHEDULER_HEARTBEAT_INTERVAL": 10,
-            **POLITE,
-        }
-        crawler = get_crawler(SiteSpider, {**base, **settings})
-        crawler.spider = crawler._create_spider()
-        scheduler = Scheduler.from_crawler(crawler)
-        scheduler.open(crawler.spider)
-        opened.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in opened:
-        scheduler._stop_loops()
+def scheduler_defaults() -> dict[str, object]:
+    return POLITE
 
 
 def sites_of(requests: list[Request]) -> Counter[str]:

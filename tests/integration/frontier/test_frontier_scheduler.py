@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.utils.test import get_crawler
+from support.schedulers import MakeScheduler, SiteSpider
 from support.waiting import wait_until
 from twisted.python.failure import Failure
 
@@ -23,40 +23,6 @@ from crawlfleet.redisconn import RedisConfigError
 POP_SCRIPT = Path(__file__).with_name("frontier_pop.py")
 ROOT = Path(__file__).resolve().parents[3]
 QUEUE = "crawlfleet.frontier.queues.%s"
-
-
-class SiteSpider(Spider):
-    name = "site"
-
-    def parse_page(self, response: object) -> None:
-        pass
-
-
-MakeScheduler = Callable[..., Scheduler]
-
-
-@pytest.fixture
-def make_scheduler(redis_url: str) -> Iterator[MakeScheduler]:
-    opened: list[Scheduler] = []
-
-    def make(**settings: object) -> Scheduler:
-        base: dict[str, object] = {
-            "REDIS_URL": redis_url,
-            "SCHEDULER_PREFETCH": 1,
-            "SCHEDULER_HEARTBEAT_INTERVAL": 10,
-        }
-        crawler = get_crawler(SiteSpider, {**base, **settings})
-        crawler.spider = crawler._create_spider()
-        scheduler = Scheduler.from_crawler(crawler)
-        scheduler.open(crawler.spider)
-        opened.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in opened:
-        for loop in scheduler._loops:
-            if loop.running:
-                loop.stop()
 
 
 def redis_ms(client: redis.Redis) -> int:
