@@ -8,28 +8,10 @@ from collections import Counter
 
 import pytest
 import redis
+from support.bloomdata import add_in_batches, count_present, fingerprints
 
 from crawlfleet.frontier import bloom
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter, expected_error_rate
-
-
-def fingerprints(count: int, seed: int) -> list[bytes]:
-    """``count`` random 20-byte digests, like Scrapy's SHA-1 request fingerprints."""
-    data = random.Random(seed).randbytes(20 * count)
-    return [data[i : i + 20] for i in range(0, len(data), 20)]
-
-
-def add_in_batches(bf: BloomFilter, fps: list[bytes], batch: int = 20_000) -> list[bool]:
-    flags: list[bool] = []
-    for start in range(0, len(fps), batch):
-        flags += bf.add_many(fps[start : start + batch])
-    return flags
-
-
-def count_present(bf: BloomFilter, fps: list[bytes], batch: int = 50_000) -> int:
-    return sum(
-        sum(bf.contains_many(fps[start : start + batch])) for start in range(0, len(fps), batch)
-    )
 
 
 def test_add_contains_and_repeats(redis_client: redis.Redis) -> None:
