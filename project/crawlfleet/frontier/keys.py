@@ -148,6 +148,13 @@ def shard_name(spider: str, shard: int, shards: int) -> str:
             return name
 
 
+def shards_glob(spider: str, tagged: bool = False) -> str:
+    """Glob (SCAN MATCH, ACL key pattern) of every key of ``spider``'s shards 1, 2, … (of any
+    count; the home shard's keys are :attr:`SpiderKeys.glob`'s)."""
+    name = escape_glob(spider) + SHARD_MARK + "*"
+    return ("{" + name + "}" if tagged else name) + ":*"
+
+
 def has_hash_tag(key: str) -> bool:
     """Whether Redis Cluster hashes only part of ``key`` (a non-empty ``{…}``)."""
     start = key.find("{")
@@ -548,7 +555,9 @@ KEYS: tuple[KeyDoc, ...] = (
         "`queue_key`, `queue_class`, `serializer`, `dupefilter_class`, `start_urls_key`, "
         "`start_urls_as_set`, `politeness_namespace` (`POLITENESS_NAMESPACE`: the politeness "
         "keys' prefix), `politeness_key` (`POLITENESS_KEY`: the site a keyed queue files a "
-        "request under) (written at start; read by the CLI and the dashboard)",
+        "request under), and in a sharded crawl `shard_queue_keys` and `shard_dupefilter_keys` "
+        "(JSON lists, every shard's, home shard first) (written at start; read by the CLI and "
+        "the dashboard)",
     ),
     KeyDoc("seq", "string", "workers", "counter for lease ids and priority-queue order"),
     KeyDoc(
@@ -557,7 +566,7 @@ KEYS: tuple[KeyDoc, ...] = (
         "workers",
         "`SCHEDULER_SHARDS` of the crawl (absent: 1), in the home shard; a worker with another "
         "count refuses to start. Shards 1, 2, … have every frontier key above (queue, "
-        "dupefilter or Bloom filter, seq, workers, leases, stats, failed, deadletter, paused) "
+        "dupefilter or Bloom filter, seq, workers, leases, worker, stats, failed, deadletter) "
         "under their own prefix `<spider>~<j>` (docs/design.md, Sharding a crawl)",
     ),
     KeyDoc(
