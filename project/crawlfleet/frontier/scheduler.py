@@ -558,7 +558,7 @@ class Scheduler(FrontierScheduler):
         refused: set[int] = set()  # entries dead-lettered here (counted once Redis took them)
         # entries of another shard than the home shard: pushed there first, then removed
         moved: list[tuple[bytes, list[Any], Request, int]] = []
-        for index, raw in enumerate(raws):
+        for raw in raws:
             try:
                 request = request_from_entry(bytes(raw), self.spider, self.codec.policy)
                 shard = self.shards[self._shard_of(request.url)]
@@ -574,7 +574,7 @@ class Scheduler(FrontierScheduler):
                     reason,
                     extra={"spider": self.spider},
                 )
-                refused.add(index)
+                refused.add((len(args) - len(self._args)) // 6)  # its place in the results
                 item = [
                     "!dead",
                     dead_entry(bytes(raw), reason, self.worker, "start_urls"),
@@ -599,6 +599,7 @@ class Scheduler(FrontierScheduler):
         self._count([r for r in counted if r >= 0])
         fed = counted.count(1)
         if fed:
+            self.home.status.queued += fed
             self._count_enqueued(fed)
 
     def _move_start_urls(self, moved: list[tuple[bytes, list[Any], Request, int]]) -> None:

@@ -141,6 +141,22 @@ def view_of(client: redis.Redis) -> dict[str, object]:
     return spider_snapshot(client, "site")
 
 
+def test_start_urls_are_fed_into_their_sites_shards(
+    make_scheduler: MakeScheduler, redis_client: redis.Redis
+) -> None:
+    s = make_scheduler(REDIS_START_URLS_BATCH_SIZE=50)
+    urls = [f"https://{h}/start" for h in HOSTS]
+    redis_client.rpush("site:start_urls", *urls, "not a url", urls[0])
+    s._feed()
+    assert redis_client.llen("site:start_urls") == 0
+    for host in HOSTS:
+        keys = SHARDS[shard_of(host, 3)]
+        assert redis_client.zcard(f"{keys.prefix}:requests:site:{host}") == 1
+    assert redis_client.llen("site:deadletter") == 1  # the bad entry, in the home shard
+    assert len(s) == len(urls)
+    assert sorted(r.url for r in drain(s)) == sorted(urls)  # the repeated one: filtered
+
+
 def test_a_crawl_keeps_its_shard_count(
     make_scheduler: MakeScheduler, redis_client: redis.Redis
 ) -> None:
