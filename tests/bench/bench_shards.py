@@ -11,11 +11,12 @@ its parent and to its host's first page (10 new links, 2 duplicates, as bench_hu
 keyed queue (a priority queue per host) and the set dupefilter, politeness pacer off.
 
 Runs with ``SCHEDULER_SHARDS`` 1 and 3 alternate on the same cluster (flushed in between), a few
-each. Per run: pages/s, Redis CPU per page per node (``INFO`` used_cpu_sys + used_cpu_user delta
+each, after one run of each with the caps lifted (the clients' ceiling). Per run: pages/s, Redis
+CPU and commands per page per node (``INFO`` used_cpu_sys + used_cpu_user and commandstats deltas
 ÷ all pages), each node's busy (CPU s ÷ wall s, at most the cap), the share of its CFS periods
-the kernel throttled (the proof that the cap bites), the share of pages each node served (the
-window's pages per host, each host mapped to the primary holding its queue keys) and the
-latency of ``next_request``. ``SCHEDULER_SHARDS`` is only run at 3 when
+the kernel throttled (the proof that the cap bites), the hosts and the share of pages each node
+served (the window's pages per host, each host mapped to the primary holding its queue keys) and
+the latency of ``next_request``. ``SCHEDULER_SHARDS`` is only run at 3 when
 ``crawlfleet.frontier.config`` knows that setting; otherwise the table says so.
 
 Run alone: ``scripts/bench.sh --only shards``; ``bench_shards.py worker …`` is what the bench
@@ -142,7 +143,7 @@ def _run(group: Any, caps: list[Any], shards: int, warmup: float, span: float) -
     wall = (snap1[0][2] - snap0[0][2]) / 1e9
     per_node = []
     for i, (port, slots) in enumerate(nodes):
-        cpu = snap1[i][0] - snap0[i][0]
+        cpu, calls = snap1[i][0] - snap0[i][0], snap1[i][1] - snap0[i][1]
         periods = stat1[i]["nr_periods"] - stat0[i]["nr_periods"]
         throttled = stat1[i]["nr_throttled"] - stat0[i]["nr_throttled"]
         per_node.append(
@@ -151,6 +152,8 @@ def _run(group: Any, caps: list[Any], shards: int, warmup: float, span: float) -
                 "cpu_us": cpu / pages * 1e6,
                 "busy": cpu / wall,
                 "throttled": throttled / periods if periods else 0.0,
+                "commands": calls / pages,
+                "hosts": sum(p == port for p in hosts.values()),
                 "share": sum(n for h, n in served.items() if hosts.get(h) == port) / pages,
             }
         )
@@ -193,8 +196,10 @@ def _rows(shards: int, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return _med(runs, lambda r: r["nodes"][i][field])
 
         rows += [
+            row(name, "hosts whose queue it holds", med("hosts"), "hosts"),
             row(name, "share of pages", med("share") * 100, "%", "pages of the hosts it holds"),
             row(name, "Redis CPU per page", med("cpu_us"), "µs", "÷ all pages of the run"),
+            row(name, "Redis commands per page", med("commands"), "commands", "inside Lua too"),
             row(name, "Redis busy", med("busy"), "cores", f"cap {CAP:g}"),
             row(name, "CFS periods throttled", med("throttled") * 100, "%", "cpu.stat"),
         ]
@@ -215,10 +220,10 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         for i, node in enumerate(group.nodes):
             caps.append(cpu_cap(f"crawlfleet-bench-node{i}", CAP))
             caps[-1].add(node.process.pid)
-        for i in range(len(caps)):  # the client ceiling: one run with the caps lifted
+        for i in range(len(caps)):  # the client ceiling: one run each with the caps lifted
             cpu_cap(f"crawlfleet-bench-node{i}", os.cpu_count() or 1)
-        ceiling = _run(group, caps, 1, warmup, span)
-        print(f"   client ceiling, uncapped: {ceiling}", flush=True)
+        ceilings = {n: _run(group, caps, n, warmup, span) for n in shards}
+        print(f"   client ceiling, uncapped: {ceilings}", flush=True)
         for i in range(len(caps)):
             cpu_cap(f"crawlfleet-bench-node{i}", CAP)
         runs: dict[int, list[dict[str, Any]]] = {n: [] for n in shards}
@@ -241,23 +246,13 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             f"{bench_hub.PROCESSES} processes of threads, {span:g} s window after {warmup:g} s",
         )
     ]
-    busiest = max(n["busy"] for n in ceiling["nodes"])
-    rows += [
-        row(
-            "client ceiling: SCHEDULER_SHARDS=1, caps lifted",
-            "pages/s",
-            ceiling["rate"],
-            "pages/s",
-            "what the clients drive with Redis uncapped",
-        ),
-        row(
-            "client ceiling: SCHEDULER_SHARDS=1, caps lifted",
-            "Redis busy, busiest node",
-            busiest,
-            "cores",
-            "well under 1: the clients, not Redis, limit this run",
-        ),
-    ]
+    for n, ceiling in ceilings.items():
+        scenario = f"client ceiling: SCHEDULER_SHARDS={n}, caps lifted"
+        busiest = max(node["busy"] for node in ceiling["nodes"])
+        rows += [
+            row(scenario, "pages/s", ceiling["rate"], "pages/s", "the clients' limit, one run"),
+            row(scenario, "Redis busy, busiest node", busiest, "cores", "well under 1 core"),
+        ]
     for n in shards:
         rows += _rows(n, runs[n])
     if 3 in runs:
