@@ -107,13 +107,16 @@ def _host_nodes(group: Any, ports: list[int]) -> dict[str, int]:
     return {host: next(iter(p)) for host, p in seen.items() if len(p) == 1}
 
 
-def _run(group: Any, caps: list[Any], shards: int, warmup: float, span: float) -> dict[str, Any]:
+def _run(
+    group: Any, caps: dict[int, Any], shards: int, warmup: float, span: float
+) -> dict[str, Any]:
+    """One run of ``shards``; ``caps``: each primary's CPU cap, by port."""
     group.flush()
     nodes = _primaries(group)
     clients = [group.node_client(port) for port, _ in nodes]
 
     def probe() -> tuple[list[Any], list[dict[str, int]]]:
-        return [bench_hub.snapshot(c) for c in clients], [cap.stat() for cap in caps]
+        return [bench_hub.snapshot(c) for c in clients], [caps[port].stat() for port, _ in nodes]
 
     procs = [
         bench_hub.spawn(
@@ -215,11 +218,11 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     workdir = ctx.workdir / "shards-cluster"
     shutil.rmtree(workdir, ignore_errors=True)
     group = start_redis_cluster(workdir, replicas=0)
-    caps = []
+    caps: dict[int, Any] = {}
     try:
         for i, node in enumerate(group.nodes):
-            caps.append(cpu_cap(f"crawlfleet-bench-node{i}", CAP))
-            caps[-1].add(node.process.pid)
+            caps[node.port] = cpu_cap(f"crawlfleet-bench-node{i}", CAP)
+            caps[node.port].add(node.process.pid)
         for i in range(len(caps)):  # the client ceiling: one run each with the caps lifted
             cpu_cap(f"crawlfleet-bench-node{i}", os.cpu_count() or 1)
         ceilings = {n: _run(group, caps, n, warmup, span) for n in shards}
@@ -234,7 +237,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
                 runs[n].append(r)
     finally:
         group.stop()
-        for cap in caps:
+        for cap in caps.values():
             cap.remove()
     rows = [
         row(
@@ -242,7 +245,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             "CPU cap per primary",
             CAP,
             "cores",
-            f"{caps[0].describe()}; 3 primaries, no replicas, {HOSTS} hosts, "
+            f"{next(iter(caps.values())).describe()}; 3 primaries, no replicas, {HOSTS} hosts, "
             f"{bench_hub.PROCESSES} processes of threads, {span:g} s window after {warmup:g} s",
         )
     ]
