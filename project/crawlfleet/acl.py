@@ -61,7 +61,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys
+from crawlfleet.frontier.keys import JobKeys, SpiderKeys, shards_glob
 
 ROLES = ("crawler", "proxypool", "accountpool", "dashboard", "operator")
 # The hub's own users with Sentinel failover: replication and the Sentinels.
@@ -210,15 +210,17 @@ def role_rules(role: str, spiders: Sequence[str], cluster: bool = False) -> Role
     nodes)."""
     names = [check_name(s, "spider name") for s in spiders]
     own = tuple(f"~{SpiderKeys(s).prefix}:*" for s in names)
+    # the keys of a sharded crawl's shards 1, 2, … (SCHEDULER_SHARDS)
+    shards = tuple(f"~{shards_glob(s, cluster)}" for s in names)
     if role == "crawler":
         if not names:
             raise AclError("the crawler user needs at least one spider (--spider)")
         agent = (*(f"~{k}" for k in AGENT_KEYS), *(f"%W~{k}" for k in AGENT_WRITES))
         if cluster:
             tagged = tuple(f"~{SpiderKeys(s, tagged=True).prefix}:*" for s in names)
-            keys = (*tagged, f"~{CHECK_KEYS}", *agent)
+            keys = (*tagged, f"~{CHECK_KEYS}", *agent, *shards)
             return RoleRules(role, keys, _DATA_COMMANDS + CLUSTER_DISCOVERY)
-        return RoleRules(role, (*own, f"~{CHECK_KEYS}", *agent), _DATA_COMMANDS)
+        return RoleRules(role, (*own, f"~{CHECK_KEYS}", *agent, *shards), _DATA_COMMANDS)
     if role == "proxypool":
         return RoleRules(role, tuple(f"~{k}" for k in PROXYPOOL_KEYS), _DATA_COMMANDS)
     if role == "accountpool":
@@ -226,6 +228,7 @@ def role_rules(role: str, spiders: Sequence[str], cluster: bool = False) -> Role
     if role == "dashboard":
         reads = tuple(f"%R~{SpiderKeys(s).prefix}:*" for s in names)
         reads += tuple(f"%R~{k}" for k in DASHBOARD_READS)
+        reads += tuple(f"%R{rule}" for rule in shards)
         series = tuple(f"~{SpiderKeys(s).ops_queue}" for s in names)
         state = f"~{_JOBS.alerts_state}"
         return RoleRules(role, (*reads, *series, state), _DASHBOARD_COMMANDS)

@@ -49,7 +49,10 @@ def test_the_agent_keys_and_the_dashboard_info() -> None:
         "~crawlfleet:jobs",
         "~crawlfleet:jobs:active",
         "%W~crawlfleet:ack:*",
+        "~book~*:*",  # the keys of a sharded crawl's shards 1, 2, … (SCHEDULER_SHARDS)
     )
+    assert acl.role_rules("crawler", ["book"], cluster=True).keys[-1] == "~{book~*}:*"
+    assert "%R~book~*:*" in acl.role_rules("dashboard", ["book"]).keys
     # INFO is in @dangerous: Redis applies the rules in order, so +info must come after it
     commands = acl.role_rules("dashboard", ["book"]).commands
     assert commands.index("+info") > commands.index("-@dangerous")
