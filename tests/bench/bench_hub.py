@@ -32,6 +32,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +61,16 @@ def links(page: int) -> list[str]:
     return [*children, f"{SITE}{max(0, (page - 1) // 10)}", f"{SITE}0"]
 
 
-def build_scheduler(mode: str, redis_url: str, persist: bool = True) -> Any:
-    """One opened scheduler of ``mode``, as Scrapy builds it (politeness pacer off)."""
+def hub_links(url: str) -> list[str]:
+    """The links of the fake response of the page at ``url``."""
+    return links(page_of(url))
+
+
+def build_scheduler(
+    mode: str, redis_url: str, persist: bool = True, extra: dict[str, Any] | None = None
+) -> Any:
+    """One opened scheduler of ``mode``, as Scrapy builds it (politeness pacer off); ``extra``:
+    settings on top of the bench's."""
     from scrapy import Spider
     from scrapy.utils.test import get_crawler
 
@@ -78,6 +88,7 @@ def build_scheduler(mode: str, redis_url: str, persist: bool = True) -> Any:
         scheduler_cls = RedisScheduler
         settings["DUPEFILTER_CLASS"] = "scrapy_redis.dupefilter.RFPDupeFilter"
         settings["SCHEDULER_PERSIST"] = persist
+    settings.update(extra or {})
     crawler = get_crawler(type("HubSpider", (Spider,), {"name": "hub"}), settings)
     crawler.spider = crawler._create_spider()
     scheduler = scheduler_cls.from_crawler(crawler)
@@ -85,11 +96,11 @@ def build_scheduler(mode: str, redis_url: str, persist: bool = True) -> Any:
     return scheduler
 
 
-def enqueue_page(scheduler: Any, mode: str, page: int) -> None:
+def enqueue_page(scheduler: Any, mode: str, urls: list[str]) -> None:
     """The spider's output for one fake response, handed to the scheduler as the engine does."""
     from scrapy import Request
 
-    for url in links(page):
+    for url in urls:
         scheduler.enqueue_request(Request(url))
     if mode == "crawlfleet-batch":
         scheduler._flush_pending()  # what the reactor turn after the callback would do
@@ -99,13 +110,25 @@ def page_of(url: str) -> int:
     return int(url.rsplit("/", 1)[1])
 
 
-class SimulatedWorker(threading.Thread):
-    """One crawl worker: pop, 'download', enqueue the links, until the window ends."""
+def host_of(url: str) -> str:
+    return url.split("/", 3)[2]
 
-    def __init__(self, scheduler: Any, mode: str, window: tuple[float, float]) -> None:
+
+class SimulatedWorker(threading.Thread):
+    """One crawl worker: pop, 'download', enqueue the links (``site``: a page's URL to its
+    links), until the window ends; ``served`` counts the window's pages per host."""
+
+    def __init__(
+        self,
+        scheduler: Any,
+        mode: str,
+        window: tuple[float, float],
+        site: Callable[[str], list[str]] = hub_links,
+    ) -> None:
         super().__init__(daemon=True)
-        self.scheduler, self.mode, self.window = scheduler, mode, window
+        self.scheduler, self.mode, self.window, self.site = scheduler, mode, window, site
         self.pages = 0
+        self.served: Counter[str] = Counter()
         self.latencies: list[float] = []
         self.error = ""
 
@@ -135,29 +158,43 @@ class SimulatedWorker(threading.Thread):
                 scheduler.has_pending_requests()  # the engine asks before it idles
                 time.sleep(0.005)  # the engine's next call after an empty pop
                 continue
-            enqueue_page(scheduler, self.mode, page_of(request.url))
+            enqueue_page(scheduler, self.mode, self.site(request.url))
             if start <= time.monotonic() < end:
                 self.pages += 1
+                self.served[host_of(request.url)] += 1
 
 
-def worker_main(mode: str, redis_url: str, threads: int, seed: bool) -> None:
-    """Open ``threads`` schedulers, say ready, crawl in the window read from stdin, print JSON."""
-    schedulers = [build_scheduler(mode, redis_url) for _ in range(threads)]
-    if seed:
+def worker_main(
+    mode: str,
+    redis_url: str,
+    threads: int,
+    seeds: list[str],
+    site: Callable[[str], list[str]] = hub_links,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Open ``threads`` schedulers (``extra`` settings), enqueue ``seeds``, say ready, crawl
+    ``site`` in the window read from stdin, print JSON."""
+    schedulers = [build_scheduler(mode, redis_url, extra=extra) for _ in range(threads)]
+    if seeds:
         from scrapy import Request
 
-        schedulers[0].enqueue_request(Request(f"{SITE}0"))
+        for url in seeds:
+            schedulers[0].enqueue_request(Request(url))
         if mode == "crawlfleet-batch":
             schedulers[0]._flush_pending()
     print("ready", flush=True)
     start, end = (float(t) for t in sys.stdin.readline().split())
-    workers = [SimulatedWorker(s, mode, (start, end)) for s in schedulers]
+    workers = [SimulatedWorker(s, mode, (start, end), site) for s in schedulers]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
+    served: Counter[str] = Counter()
+    for worker in workers:
+        served.update(worker.served)
     out = {
         "pages": sum(w.pages for w in workers),
+        "served": dict(served),
         "latencies": [x for w in workers for x in w.latencies],
         "errors": [w.error for w in workers if w.error],
     }
@@ -192,10 +229,11 @@ def memory_main(mode: str, redis_url: str, n: int) -> None:
 # -- the bench (run by tests/bench/run.py) ----------------------------------------------------
 
 
-def _spawn(python: str, args: list[str]) -> subprocess.Popen[str]:
+def spawn(python: str, args: list[str], script: str = __file__) -> subprocess.Popen[str]:
+    """``python script args…`` (this file's worker and memory modes by default), pipes open."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "project")}
     return subprocess.Popen(
-        [python, str(Path(__file__).resolve()), *args],
+        [python, str(Path(script).resolve()), *args],
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -212,7 +250,7 @@ def _fresh(ctx: Any) -> Any:
     return server
 
 
-def _snapshot(client: Any) -> tuple[float, int, int]:
+def snapshot(client: Any) -> tuple[float, int, int]:
     """Redis CPU seconds, commands called (script-inner included, INFO excluded), time (ns)."""
     info = client.info("all")
     calls = sum(
@@ -221,65 +259,91 @@ def _snapshot(client: Any) -> tuple[float, int, int]:
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"]), calls, time.time_ns()
 
 
-def _load(ctx: Any, python: str, mode: str, workers: int, warmup: float, span: float) -> Any:
-    server = _fresh(ctx)
-    procs = [
-        _spawn(python, ["worker", mode, server.url, str(workers // PROCESSES), str(int(i == 0))])
-        for i in range(PROCESSES)
-    ]
+def measure_window(
+    procs: list[subprocess.Popen[str]],
+    probe: Callable[[], Any],
+    warmup: float,
+    span: float,
+    what: str,
+) -> tuple[list[dict[str, Any]], Any, Any]:
+    """Wait for the worker processes' "ready", give them the window (after ``warmup``, ``span``
+    seconds) and call ``probe`` (e.g. ``snapshot`` of the Redis) at its start and end; the
+    workers' JSON results and the two probes. The processes are killed if anything fails."""
     try:
         for proc in procs:
             assert proc.stdout is not None and proc.stderr is not None
             line = proc.stdout.readline().strip()
             if line != "ready":
-                raise RuntimeError(f"{mode} worker failed to start: {proc.stderr.read()[-2000:]}")
+                raise RuntimeError(f"{what} worker failed to start: {proc.stderr.read()[-2000:]}")
         start = time.monotonic() + warmup
         end = start + span
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write(f"{start} {end}\n")
             proc.stdin.flush()
-        client = server.client()
         time.sleep(max(0.0, start - time.monotonic()))  # a timed window, not a wait for a state
-        cpu0, calls0, t0 = _snapshot(client)
+        before = probe()
         time.sleep(max(0.0, end - time.monotonic()))
-        cpu1, calls1, t1 = _snapshot(client)
-        client.close()
+        after = probe()
         results = []
         for proc in procs:
             out, err = proc.communicate(timeout=120)
             if proc.returncode != 0:
-                raise RuntimeError(f"{mode} worker failed: {err[-2000:]}")
+                raise RuntimeError(f"{what} worker failed: {err[-2000:]}")
             results.append(json.loads(out.strip().splitlines()[-1]))
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        server.stop()
     errors = [e for r in results for e in r["errors"]]
     if errors:
-        raise RuntimeError(f"{mode}: {len(errors)} worker(s) failed, first: {errors[0]}")
-    pages = sum(r["pages"] for r in results)
-    if not pages:
-        raise RuntimeError(f"{mode} with {workers} workers crawled no page in the window")
+        raise RuntimeError(f"{what}: {len(errors)} worker(s) failed, first: {errors[0]}")
+    if not sum(r["pages"] for r in results):
+        raise RuntimeError(f"{what} crawled no page in the window")
+    return results, before, after
+
+
+def latency_ms(results: list[dict[str, Any]]) -> tuple[float, float]:
+    """p50 and p99 of the workers' ``next_request`` latencies, in ms."""
     latencies = sorted(x for r in results for x in r["latencies"])
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return statistics.median(latencies) * 1000, p99 * 1000
+
+
+def _load(ctx: Any, python: str, mode: str, workers: int, warmup: float, span: float) -> Any:
+    server = _fresh(ctx)
+    procs = [
+        spawn(python, ["worker", mode, server.url, str(workers // PROCESSES), str(int(i == 0))])
+        for i in range(PROCESSES)
+    ]
+    client = server.client()
+    try:
+        what = f"{mode} with {workers} workers"
+        results, (cpu0, calls0, t0), (cpu1, calls1, t1) = measure_window(
+            procs, lambda: snapshot(client), warmup, span, what
+        )
+    finally:
+        client.close()
+        server.stop()
+    pages = sum(r["pages"] for r in results)
     wall = (t1 - t0) / 1e9
+    p50, p99 = latency_ms(results)
     return {
         "pages": pages,
         "rate": pages / wall,
         "cpu_us": (cpu1 - cpu0) / pages * 1e6,
         "busy": (cpu1 - cpu0) / wall,
         "commands": (calls1 - calls0) / pages,
-        "p50_ms": statistics.median(latencies) * 1000,
-        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+        "p50_ms": p50,
+        "p99_ms": p99,
     }
 
 
 def _memory(ctx: Any, python: str, mode: str, n: int) -> dict[str, float]:
     server = _fresh(ctx)
     try:
-        proc = _spawn(python, ["memory", mode, server.url, str(n)])
+        proc = spawn(python, ["memory", mode, server.url, str(n)])
         out, err = proc.communicate(timeout=300)
     finally:
         server.stop()
@@ -339,7 +403,8 @@ def run(ctx: Any) -> list[dict[str, Any]]:
 
 if __name__ == "__main__":
     if sys.argv[1] == "worker":
-        worker_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1")
+        seeds = [f"{SITE}0"] if sys.argv[5] == "1" else []
+        worker_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), seeds)
     elif sys.argv[1] == "memory":
         memory_main(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:

@@ -1,12 +1,7 @@
 """A Redis Cluster on loopback for the cluster tests: six ``redis-server --cluster-enabled yes``
-processes on free ports (three primaries, three replicas), joined by ``redis-cli --cluster create
-… --cluster-replicas 1``, with a short ``cluster-node-timeout`` so a killed primary fails over in a
-few seconds; every file in a temporary directory.
-
-``RedisClusterGroup.url`` is the ``redis+cluster://`` URL clients use; ``kill_primary_of(key)``
-sends SIGKILL to the primary serving a key's slot and ``wait_failover`` waits (bounded) until one
-of its replicas serves that slot and every live node says ``cluster_state:ok``. Nothing here sleeps
-to wait: every wait polls a condition with a deadline.
+processes on free ports (three primaries, three replicas; the shards bench asks for none), joined
+by ``redis-cli --cluster create … --cluster-replicas 1``, with a short ``cluster-node-timeout`` so
+a killed primary fails over in a few seconds; every file in a temporary directory.
 """
 
 from __future__ import annotations
@@ -209,14 +204,15 @@ def _node(group: RedisClusterGroup, index: int) -> ClusterNode:
     return ClusterNode(port, bus, process, log)
 
 
-def start_redis_cluster(workdir: Path, timeout: float = 60) -> RedisClusterGroup:
-    """Start six nodes, join them as three primaries with one replica each, wait until ready."""
+def start_redis_cluster(workdir: Path, timeout: float = 60, replicas: int = 1) -> RedisClusterGroup:
+    """Start three primaries with ``replicas`` replicas each (six nodes by default), join them,
+    wait until ready."""
     group = RedisClusterGroup(workdir)
     try:
-        group.nodes += [_node(group, i) for i in range(2 * PRIMARIES)]
+        group.nodes += [_node(group, i) for i in range(PRIMARIES * (1 + replicas))]
         addresses = [f"127.0.0.1:{n.port}" for n in group.nodes]
         create = [_cli(), "-a", group.password, "--no-auth-warning", "--cluster", "create"]
-        create += [*addresses, "--cluster-replicas", "1", "--cluster-yes"]
+        create += [*addresses, "--cluster-replicas", str(replicas), "--cluster-yes"]
         done = subprocess.run(create, capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode != 0:
             raise AssertionError(
