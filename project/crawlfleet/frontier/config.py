@@ -201,6 +201,8 @@ class FrontierConfig:
     url_schemes: tuple[str, ...] = DEFAULT_URL_SCHEMES
     # POLITENESS_KEY: the site of a request, as a keyed queue files it (host, domain or ip)
     site_kind: str = "host"
+    # SCHEDULER_LIVENESS: hold a liveness subscription, so a dead worker is reaped early
+    liveness: bool = True
 
     @classmethod
     def from_settings(
@@ -284,6 +286,7 @@ class FrontierConfig:
             request_classes=request_classes_setting(settings),
             url_schemes=url_schemes_setting(settings),
             site_kind=site_kind,
+            liveness=settings.getbool("SCHEDULER_LIVENESS", True),
         )
 
     @property

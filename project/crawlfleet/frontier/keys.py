@@ -182,6 +182,10 @@ class SpiderKeys:
     def worker_stats(self, worker: str) -> str:
         return self._key("stats", worker)
 
+    def alive(self, worker: str) -> str:
+        """The pub/sub channel a live worker stays subscribed to (a channel, not a key)."""
+        return self._key("alive", worker)
+
     @property
     def seeding(self) -> str:
         return self._key("seeding")
@@ -432,7 +436,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "hash",
         "workers",
         "`info` (JSON: host, pid, spider), `started`, `heartbeat`, `leases`, `stopped`; "
-        "expires 24 h after the last heartbeat",
+        "`alive_ms`, `alive_sharded`, `alive_since` (its liveness subscription: the bound, "
+        "sharded or not, held since); expires 24 h after the last heartbeat",
     ),
     KeyDoc(
         "stats",
@@ -447,6 +452,15 @@ KEYS: tuple[KeyDoc, ...] = (
         "hash",
         "workers",
         "the same counters for one worker (expires 24 h after its last heartbeat)",
+    ),
+    KeyDoc(
+        "alive",
+        "pub/sub channel",
+        "workers",
+        "not a key: each live worker holds a subscription to it on a connection of its own "
+        "(sharded, `SSUBSCRIBE`, on a Redis Cluster); a registered worker with no subscriber "
+        "and no heartbeat for 1.5 heartbeat intervals is dead, and its leases are returned "
+        "(`SCHEDULER_LIVENESS`)",
     ),
     KeyDoc(
         "seeding",

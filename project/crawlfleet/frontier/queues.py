@@ -106,7 +106,9 @@ class _ListQueue(RedisQueue):
 # the queues that write at once: nothing to flush
 _NO_FLUSH = "local function q_flush() end\n"
 
-_LIST_COMMON = _NO_FLUSH + """
+_LIST_COMMON = (
+    _NO_FLUSH
+    + """
 local function q_pop(n)
   local got = redis.call('LPOP', QK, n)
   local out = {}
@@ -118,6 +120,7 @@ end
 local function q_requeue(v) redis.call('LPUSH', QK, v) end
 local function q_len() return redis.call('LLEN', QK) end
 """
+)
 
 
 class FifoQueue(_ListQueue):
@@ -136,7 +139,9 @@ class PriorityQueue(RedisQueue):
     """Higher ``Request.priority`` first; first in, first out among equal priorities."""
 
     redis_type = "zset"
-    LUA = _NO_FLUSH + """
+    LUA = (
+        _NO_FLUSH
+        + """
 local function q_push(p, prio)
   local seq = redis.call('INCR', SEQ)
   redis.call('ZADD', QK, -tonumber(prio), string.format('%016x', seq) .. p)
@@ -156,6 +161,7 @@ local function q_requeue(v)
 end
 local function q_len() return redis.call('ZCARD', QK) end
 """
+    )
 
     def __len__(self) -> int:
         return int(self.client.zcard(self.key))

@@ -31,6 +31,7 @@ from crawlfleet.frontier.config import (
 )
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
+from crawlfleet.frontier.liveness import Liveness
 from crawlfleet.frontier.queues import RedisQueue
 from crawlfleet.frontier.serialization import RequestCodec
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
@@ -112,6 +113,8 @@ class Scheduler(FrontierScheduler):
         self._info = json.dumps(
             {"host": socket.gethostname(), "pid": os.getpid(), "spider": config.spider}
         )
+        heartbeat = config.heartbeat_interval
+        self._liveness = Liveness(client, self.keys, self.worker, heartbeat, config.liveness)
 
     @classmethod
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
@@ -132,7 +135,9 @@ class Scheduler(FrontierScheduler):
         if self.config.flush_on_start:
             self.flush()
         self.df.open()
-        claimed, status = self._claim(keys=self._keys, args=[*self._args, self._info])
+        self._liveness.subscribe()  # before registering: reapers may rely on it from then on
+        args = [*self._args, self._info, *self._liveness.claim_args()]
+        claimed, status = self._claim(keys=self._keys, args=args)
         self._seeding = bool(int(claimed))
         self._status = ClusterStatus(status)
         self._last_sync = time.monotonic()
@@ -172,6 +177,7 @@ class Scheduler(FrontierScheduler):
         self._collect_finished()
         # Whatever is still buffered or in flight goes back to the queue now, not after a timeout.
         self._sync("release", 0)
+        self._liveness.close()
         self.df.close(reason)
         if not self.config.persist and self.client.zcard(self.keys.workers) == 0:
             self.flush()
@@ -350,7 +356,9 @@ class Scheduler(FrontierScheduler):
             args.extend(pair)
         args.extend(sorted(skip or ()))
         try:
-            reaped, requeued, popped, status = self._sync_script(keys=self._keys, args=args)
+            reaped, requeued, popped, status, subscribed = self._sync_script(
+                keys=self._keys, args=args
+            )
         except redis.RedisError as exc:
             self._redis_error(mode, exc)
             return False
@@ -362,6 +370,7 @@ class Scheduler(FrontierScheduler):
         if release_seed:
             self._seed_released = True
         self._status = ClusterStatus(status)
+        self._liveness.checked(int(subscribed))
         if int(reaped) and mode != "release":
             # Our heartbeat lapsed and another worker gave our leases back to the queue: the
             # prefetched requests are someone else's now.
