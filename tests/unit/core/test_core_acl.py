@@ -49,7 +49,9 @@ def test_the_agent_keys_and_the_dashboard_info() -> None:
         "~crawlfleet:jobs",
         "~crawlfleet:jobs:active",
         "%W~crawlfleet:ack:*",
+        "&book:alive:*",  # the workers' liveness channels, no other channel
     )
+    assert "+pubsub|numsub" in crawler.commands and "+publish" not in crawler.commands
     # INFO is in @dangerous: Redis applies the rules in order, so +info must come after it
     commands = acl.role_rules("dashboard", ["book"]).commands
     assert commands.index("+info") > commands.index("-@dangerous")
@@ -135,6 +137,7 @@ def test_a_cluster_s_crawler_uses_the_tagged_keys_and_finds_the_slots(
 ) -> None:
     crawler = acl.role_rules("crawler", ["book"], cluster=True)
     assert crawler.keys[0] == "~{book}:*" and "~book:*" not in crawler.keys
+    assert crawler.keys[-1] == "&{book}:alive:*" and "+ssubscribe" in crawler.commands
     assert set(acl.CLUSTER_DISCOVERY) <= set(crawler.commands)
     assert not any(c in crawler.commands for c in ("+cluster", "+cluster|addslots", "+@all"))
     admin = acl.role_rules("cluster", ["book"], cluster=True)
