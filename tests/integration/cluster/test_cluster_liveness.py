@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 
 import redis
-from support.crawl import Site, frontier_settings
+from support.crawl import Site, frontier_settings, start_two
 from support.rediscluster import RedisClusterGroup
 from support.waiting import wait_until
 
@@ -28,12 +28,7 @@ def test_a_sigkilled_worker_is_reaped_long_before_its_deadline(
         SCHEDULER_HEARTBEAT_INTERVAL=1,
         CONCURRENT_REQUESTS=2,
     )
-    victim = start_worker(site.url, settings, "victim")
-    survivor = start_worker(site.url, settings, "survivor")
-    wait_until(
-        lambda: len(victim.parsed()) >= 3 and len(survivor.parsed()) >= 3,
-        what="both workers to crawl",
-    )
+    victim, survivor = start_two(start_worker, site, settings)
     client: redis.RedisCluster = cluster.client()
     try:
         ids = [m.decode() for m in client.zrange(KEYS.workers, 0, -1)]

@@ -20,7 +20,7 @@ import time
 import pytest
 import redis
 from scrapy import Request
-from support.crawl import Site, Worker, frontier_settings
+from support.crawl import Site, Worker, frontier_settings, start_two
 from support.schedulers import MakeScheduler
 from support.waiting import wait_until
 
@@ -65,13 +65,7 @@ def requeued(client: redis.Redis) -> int:
 
 
 def two_workers(site: Site, url: str, start_worker, **extra: object) -> tuple[Worker, Worker]:
-    settings = frontier_settings(url, **{**LIVE, **extra})
-    first, second = start_worker(site.url, settings, "a"), start_worker(site.url, settings, "b")
-    wait_until(
-        lambda: len(first.parsed()) >= 3 and len(second.parsed()) >= 3,
-        what="both workers to crawl",
-    )
-    return first, second
+    return start_two(start_worker, site, frontier_settings(url, **{**LIVE, **extra}))
 
 
 def test_a_sigkilled_worker_is_reaped_long_before_its_deadline(
