@@ -5,7 +5,8 @@ Each run gets a fresh redis-server and frontier_bench_site.py (421 pages, each l
 children, its parent and the root, after LATENCY_MS). Two workers (frontier_bench_drill.py; for
 scrapy-redis the peers' python) crawl it with one item per page; once the victim has parsed
 KILL_AFTER pages it gets SIGKILL, and the survivor finishes the crawl (crawlfleet: the victim's
-leases come back after its lease timeout) and closes by itself. From just before the workers
+leases come back once its liveness subscription is gone and its last heartbeat is 1.5 intervals
+old, SCHEDULER_LIVENESS) and closes by itself. From just before the workers
 start to the survivor's exit: Redis CPU (``INFO`` used_cpu_sys + used_cpu_user delta) and Redis
 commands (``INFO commandstats`` calls delta, commands inside Lua scripts included, the bench's
 own ``INFO`` excluded), each ÷ pages crawled (every page parsed by either worker, re-crawls
