@@ -11,8 +11,9 @@ client must name its user in REDIS_URL (``redis://crawler:<password>@hub:6379/0`
   records, their histories and the two job indexes; the acks write-only, ``%W~``); the data,
   scripting and transaction commands, ``WAIT`` and ``TIME``; nothing of ``@dangerous`` or
   ``@admin``, no ``SCRIPT FLUSH``/``KILL``, no ``FUNCTION``; and the workers' liveness channels
-  (``&<spider>:alive:*``: ``SUBSCRIBE``/``SSUBSCRIBE`` to them, ``PUBSUB NUMSUB``/``SHARDNUMSUB``
-  from the frontier's scripts), no other channel. It cannot read the account pool's
+  (``&<spider>:alive:*`` and those of a sharded crawl's other shards: ``SUBSCRIBE`` and
+  ``SSUBSCRIBE`` to them, ``PUBSUB NUMSUB``/``SHARDNUMSUB`` from the frontier's scripts), no
+  other channel. It cannot read the account pool's
   keys, create a job (the job counter), touch the schedules, the scheduler's lock or the alerts'
   state. All workers share this one user, so it cannot tell one agent's record or command list
   from another's.
@@ -63,7 +64,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys
+from crawlfleet.frontier.keys import JobKeys, SpiderKeys, alive_globs, shards_glob
 
 ROLES = ("crawler", "proxypool", "accountpool", "dashboard", "operator")
 # The hub's own users with Sentinel failover: replication and the Sentinels.
@@ -222,18 +223,20 @@ def role_rules(role: str, spiders: Sequence[str], cluster: bool = False) -> Role
     nodes)."""
     names = [check_name(s, "spider name") for s in spiders]
     own = tuple(f"~{SpiderKeys(s).prefix}:*" for s in names)
+    # the keys of a sharded crawl's shards 1, 2, … (SCHEDULER_SHARDS)
+    shards = tuple(f"~{shards_glob(s, cluster)}" for s in names)
     if role == "crawler":
         if not names:
             raise AclError("the crawler user needs at least one spider (--spider)")
         agent = (*(f"~{k}" for k in AGENT_KEYS), *(f"%W~{k}" for k in AGENT_WRITES))
         commands = _DATA_COMMANDS + _LIVENESS_COMMANDS
+        # the workers' liveness channels, of the home shard and of shards 1, 2, …
+        alive = tuple(f"&{glob}" for s in names for glob in alive_globs(s, cluster))
         if cluster:
             tagged = tuple(f"~{SpiderKeys(s, tagged=True).prefix}:*" for s in names)
-            alive = tuple(f"&{SpiderKeys(s, tagged=True).alive('*')}" for s in names)
-            keys = (*tagged, f"~{CHECK_KEYS}", *agent, *alive)
+            keys = (*tagged, f"~{CHECK_KEYS}", *agent, *shards, *alive)
             return RoleRules(role, keys, commands + CLUSTER_DISCOVERY)
-        alive = tuple(f"&{SpiderKeys(s).alive('*')}" for s in names)
-        return RoleRules(role, (*own, f"~{CHECK_KEYS}", *agent, *alive), commands)
+        return RoleRules(role, (*own, f"~{CHECK_KEYS}", *agent, *shards, *alive), commands)
     if role == "proxypool":
         return RoleRules(role, tuple(f"~{k}" for k in PROXYPOOL_KEYS), _DATA_COMMANDS)
     if role == "accountpool":
@@ -241,6 +244,7 @@ def role_rules(role: str, spiders: Sequence[str], cluster: bool = False) -> Role
     if role == "dashboard":
         reads = tuple(f"%R~{SpiderKeys(s).prefix}:*" for s in names)
         reads += tuple(f"%R~{k}" for k in DASHBOARD_READS)
+        reads += tuple(f"%R{rule}" for rule in shards)
         series = tuple(f"~{SpiderKeys(s).ops_queue}" for s in names)
         state = f"~{_JOBS.alerts_state}"
         return RoleRules(role, (*reads, *series, state), _DASHBOARD_COMMANDS)

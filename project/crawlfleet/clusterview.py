@@ -42,6 +42,7 @@ from scrapy.settings import BaseSettings
 
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.frontier.keys import FRONTIER_GLOB, SpiderKeys, spider_of_frontier_key
+from crawlfleet.frontier.shards import ShardNames, crawl_shards, shard_names
 from crawlfleet.middlewares.poolclient import ca_context
 from crawlfleet.redisconn import is_cluster_client, mask_secrets, mask_url, url_secrets
 
@@ -514,6 +515,8 @@ def _queue_len(pipe: Any, key: str, queue_class: str) -> None:
 
 
 def _dupefilter(client: redis.Redis, spider: str, frontier: dict[str, str]) -> dict[str, Any]:
+    """The crawl's fingerprints: its filter's figures, summed over the shards of a sharded crawl
+    (``key`` is the home shard's; the fill and error rates the worst shard's)."""
     cls = frontier.get("dupefilter_class", "")
     info: dict[str, Any] = {
         "class": cls.rsplit(".", 1)[-1] or None,
@@ -525,27 +528,42 @@ def _dupefilter(client: redis.Redis, spider: str, frontier: dict[str, str]) -> d
         "design_error_rate": None,
         "over_capacity": None,
     }
+    if not cls:
+        return info
+    shards = crawl_shards(client, spider, frontier)
+    info["key"] = shards[0].dupefilter_key
     if cls.endswith("BloomDupeFilter"):
-        key = SpiderKeys.for_client(spider, client).bloomfilter
-        info["key"] = key
         try:
-            bloom = BloomFilter.existing(client, key).info()
+            blooms = [BloomFilter.existing(client, s.dupefilter_key).info() for s in shards]
         except BloomConfigError:
             return info
         info.update(
-            fingerprints=bloom["count_estimate"],
-            capacity=bloom["capacity"],
-            fill_ratio=bloom["fill_ratio"],
-            error_rate=bloom["estimated_error_rate"],
-            design_error_rate=bloom["error_rate"],
-            over_capacity=bloom["over_capacity"],
+            fingerprints=_sum_or_none(b["count_estimate"] for b in blooms),
+            capacity=sum(b["capacity"] for b in blooms),
+            fill_ratio=max(b["fill_ratio"] for b in blooms),
+            error_rate=max(b["estimated_error_rate"] for b in blooms),
+            design_error_rate=blooms[0]["error_rate"],
+            over_capacity=any(b["over_capacity"] for b in blooms),
         )
-    elif cls:
-        key = SpiderKeys.for_client(spider, client).dupefilter
-        info["key"] = key
-        if client.type(key) in (b"set", "set"):
-            info["fingerprints"] = int(client.scard(key))
+    else:
+        sizes = [
+            int(client.scard(s.dupefilter_key))
+            for s in shards
+            if client.type(s.dupefilter_key) in (b"set", "set")
+        ]
+        if sizes:
+            info["fingerprints"] = sum(sizes)
     return info
+
+
+def _sum_or_none(values: Iterable[Any]) -> int | None:
+    """The sum, or None when any is None (a count the filter cannot tell)."""
+    total = 0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
 
 
 class DupefilterCache:
@@ -600,6 +618,7 @@ def spider_snapshot(
     pipe.get(k.paused)
     pipe.get(k.seeding)
     pipe.zrange(k.ops_workers, 0, -1, withscores=True)
+    pipe.get(k.shard_count)
     # A key of another type answers with an error; those numbers are reported as null.
     replies = list(pipe.execute(raise_on_error=False))
     now_raw = client.time() if k.tagged else replies.pop(0)
@@ -614,9 +633,11 @@ def spider_snapshot(
         paused,
         seeding,
         sampled,
+        shard_count,
     ) = replies
     now = float(now_raw[0]) + float(now_raw[1]) / 1e6
     frontier = _decode_hash(frontier_raw)
+    others = shard_names(k, shard_count, frontier)[1:]  # a sharded crawl's shards 1, 2, …
     queue_key = frontier.get("queue_key", k.requests)
     queue_class = frontier.get("queue_class", "")
     start_key = frontier.get("start_urls_key", k.start_urls)
@@ -647,9 +668,11 @@ def spider_snapshot(
         if with_scrapy:
             pipe.hgetall(k.ops_scrapy(w))
     replies = list(pipe.execute(raise_on_error=False))
-    queued, start_urls = replies[0], replies[1]
-    if queued is None or isinstance(queued, bytes):  # a keyed queue's counter (None: empty)
-        queued = int(queued or 0)
+    queued, start_urls = _queued(replies[0]), replies[1]
+    shards = _shard_sums(client, others, queue_class, ids) if others else None
+    if shards is not None:
+        queued = _add(queued, shards["queued"])
+        failed, dead = _add(failed, shards["failed"]), _add(dead, shards["deadletter"])
     queue_samples = parse_samples(replies[2]) if with_series else []
     rest = replies[3 if with_series else 2 :]
     per = 5 if with_scrapy else 4
@@ -659,7 +682,10 @@ def spider_snapshot(
     for i, w in enumerate(ids):
         leases, whash_raw, wstats_raw, series_raw = rest[i * per : i * per + 4]
         whash = _decode_hash(whash_raw)
-        wstats = _decode_hash(wstats_raw)
+        extra: dict[str, Any] = (
+            shards["workers"][w] if shards is not None else {"leased": 0, "stats": {}}
+        )
+        wstats = _summed(_decode_hash(wstats_raw), extra["stats"])
         samples = parse_samples(series_raw if isinstance(series_raw, list) else [])
         try:
             info = json.loads(whash.get("info", "{}"))
@@ -678,7 +704,7 @@ def spider_snapshot(
             "registered": deadline is not None,
             "heartbeat_age": None if heartbeat is None else round(now - heartbeat / 1000.0, 3),
             "lease_expires_in": None if deadline is None else round(deadline - now, 3),
-            "leased": leases if isinstance(leases, int) else 0,
+            "leased": (leases if isinstance(leases, int) else 0) + extra["leased"],
             "acked": _int(wstats.get("scheduler/acked")),
             "failed": _int(wstats.get("scheduler/failed")),
             "pages": int(samples[-1][1][0]) if samples else None,
@@ -701,7 +727,7 @@ def spider_snapshot(
             cutoff = now - HISTORY
             throughput[w] = [pt for pt in throughput_series(samples) if pt[0] >= cutoff]
 
-    stats = _decode_hash(stats_raw)
+    stats = _summed(_decode_hash(stats_raw), shards["stats"] if shards is not None else {})
     rates = [r["pages_per_minute"] for r in worker_rows if r["pages_per_minute"] is not None]
     seeding_s = _s(seeding) if isinstance(seeding, bytes) else None
     result: dict[str, Any] = {
@@ -749,6 +775,63 @@ def spider_snapshot(
             "throughput": throughput,
         }
     return result
+
+
+def _queued(raw: Any) -> Any:
+    """A queue length reply as a number (a keyed queue's counter: bytes, None when empty)."""
+    if raw is None or isinstance(raw, bytes):
+        return int(raw or 0)
+    return raw
+
+
+def _add(a: Any, b: Any) -> Any:
+    """``a + b`` of two replies that are numbers, else ``a`` (an error or None stays one)."""
+    return a + b if isinstance(a, int) and isinstance(b, int) else a
+
+
+def _summed(a: dict[str, str], b: dict[str, int]) -> dict[str, str]:
+    """Counter hash ``a`` with the counters of ``b`` added (the shards of a sharded crawl)."""
+    if not b:
+        return a
+    out = dict(a)
+    for name, value in b.items():
+        out[name] = str(_int(out.get(name)) + value)
+    return out
+
+
+def _shard_sums(
+    client: redis.Redis, shards: Sequence[ShardNames], queue_class: str, ids: Sequence[str]
+) -> dict[str, Any]:
+    """What shards 1, 2, … of a sharded crawl add to the home shard's numbers (one pipelined
+    round trip): queued, failed, dead letters, the crawl's counters, and per worker its leases
+    and counters. Paused, start URLs, the seeder and items live in the home shard only."""
+    pipe = client.pipeline(transaction=False)
+    for shard in shards:
+        _queue_len(pipe, shard.queue_key, queue_class)
+        pipe.llen(shard.keys.failed)
+        pipe.llen(shard.keys.deadletter)
+        pipe.hgetall(shard.keys.stats)
+        for w in ids:
+            pipe.hlen(shard.keys.leases(w))
+            pipe.hgetall(shard.keys.worker_stats(w))
+    replies = iter(pipe.execute(raise_on_error=False))
+    sums: dict[str, Any] = {"queued": 0, "failed": 0, "deadletter": 0, "stats": {}}
+    sums["workers"] = {w: {"leased": 0, "stats": {}} for w in ids}
+
+    def count(into: dict[str, int], raw: Any) -> None:
+        for name, value in _decode_hash(raw).items():
+            into[name] = into.get(name, 0) + _int(value)
+
+    for _ in shards:
+        for field in ("queued", "failed", "deadletter"):
+            value = _queued(next(replies)) if field == "queued" else next(replies)
+            sums[field] += value if isinstance(value, int) else 0
+        count(sums["stats"], next(replies))
+        for w in ids:
+            leases = next(replies)
+            sums["workers"][w]["leased"] += leases if isinstance(leases, int) else 0
+            count(sums["workers"][w]["stats"], next(replies))
+    return sums
 
 
 def _round(value: float | None) -> float | None:

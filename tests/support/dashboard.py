@@ -22,6 +22,17 @@ from support.net import free_port
 from support.services import start_process, stop_process, wait_healthy
 
 KEY = "s3cret-dashboard-key"
+#: where the browser tests save the screenshots docs/dashboard.md shows: unset, under the test's
+#: tmp_path (a test run leaves the work tree alone); ``CRAWLFLEET_SCREENSHOTS=docs`` refreshes them
+SCREENSHOTS_ENV = "CRAWLFLEET_SCREENSHOTS"
+
+
+def screenshot_path(name: str, tmp_path: Path) -> Path:
+    """Where a browser test saves the screenshot ``name`` (see :data:`SCREENSHOTS_ENV`)."""
+    folder = os.environ.get(SCREENSHOTS_ENV)
+    path = (ROOT / folder if folder else tmp_path) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 class Dashboard:

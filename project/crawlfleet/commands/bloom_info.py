@@ -18,6 +18,7 @@ from typing import Any
 from crawlfleet.commands.opsargs import check_spider, run_guarded
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.frontier.keys import BLOOMFILTER_KEY
+from crawlfleet.frontier.shards import crawl_shards
 from crawlfleet.redisconn import check_connection, get_redis, is_cluster_url
 
 
@@ -71,16 +72,34 @@ def format_info(info: dict[str, Any]) -> str:
 def _run(args: argparse.Namespace) -> int:
     check_spider(args.spider)
     tagged = is_cluster_url(args.redis_url)
-    key = BLOOMFILTER_KEY.resolve(
-        args.key, args.spider, BloomConfigError, name="--key", tagged=tagged
-    )
+    BLOOMFILTER_KEY.resolve(args.key, args.spider, BloomConfigError, name="--key", tagged=tagged)
     # Short-lived: fail fast on an unreachable hub instead of hanging.
     client = get_redis(args.redis_url, socket_timeout=10, socket_connect_timeout=5)
     check_connection(client, args.redis_url)
-    info = BloomFilter.existing(client, key).info()
-    print(json.dumps(info) if args.json else format_info(info))
-    if info["warning"]:
-        print(f"warning: {info['warning']}", file=sys.stderr)
+    # a sharded crawl (SCHEDULER_SHARDS) has one filter per shard: each is shown
+    n = len(crawl_shards(client, args.spider))
+    infos = [
+        BloomFilter.existing(
+            client,
+            BLOOMFILTER_KEY.resolve(
+                args.key,
+                args.spider,
+                BloomConfigError,
+                name="--key",
+                tagged=tagged,
+                shard=k,
+                shards=n,
+            ),
+        ).info()
+        for k in range(n)
+    ]
+    if args.json:
+        print(json.dumps(infos[0] if n == 1 else {"shards": infos}))
+    else:
+        print("\n\n".join(format_info(info) for info in infos))
+    for info in infos:
+        if info["warning"]:
+            print(f"warning: {info['warning']}", file=sys.stderr)
     return 0
 
 

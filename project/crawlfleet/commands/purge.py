@@ -17,6 +17,7 @@ import redis
 
 from crawlfleet.commands.opsargs import add_redis_arg, check_spider, connect, run_guarded
 from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.frontier.shards import crawl_shards
 from crawlfleet.redisconn import mask_url
 
 SCAN_COUNT = 1000
@@ -32,10 +33,14 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
-def spider_keys(client: redis.Redis, spider: str) -> list[bytes]:
-    return list(
-        client.scan_iter(match=SpiderKeys.for_client(spider, client).glob, count=SCAN_COUNT)
-    )
+def spider_keys(client: redis.Redis, spider: str, shards: int = 1) -> list[bytes]:
+    """Every key of the crawl, in each of its ``shards`` (its shard record among them)."""
+    home = SpiderKeys.for_client(spider, client)
+    return [
+        key
+        for keys in home.of_shards(shards)
+        for key in client.scan_iter(match=keys.glob, count=SCAN_COUNT)
+    ]
 
 
 def _alive(client: redis.Redis, spider: str, where: str, force: bool) -> int:
@@ -67,7 +72,8 @@ def _run(args: argparse.Namespace) -> int:
     check_spider(args.spider)
     client = connect(args.redis_url)
     where = mask_url(args.redis_url)
-    keys = spider_keys(client, args.spider)
+    shards = len(crawl_shards(client, args.spider))
+    keys = spider_keys(client, args.spider, shards)
     if not keys:
         raise LookupError(f"no keys of spider {args.spider!r} at {where} (nothing to purge)")
     alive = _alive(client, args.spider, where, args.force)
@@ -86,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
     for i in range(0, len(keys), BATCH):
         removed += int(client.unlink(*keys[i : i + BATCH]))
     # Keys written while we were asking (a late worker) are caught by a second pass.
-    late = spider_keys(client, args.spider)
+    late = spider_keys(client, args.spider, shards)
     if late:
         removed += int(client.unlink(*late))
     print(f"removed {removed} key(s) of {args.spider} from {where}")

@@ -26,6 +26,7 @@ from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.leases import dead_entry
 from crawlfleet.frontier.queues import RedisQueue
 from crawlfleet.frontier.serialization import loads, one_line, parse_json, priority_problem
+from crawlfleet.frontier.shards import crawl_shards
 from crawlfleet.redisconn import check_connection, get_redis
 
 CHUNK = 500
@@ -98,17 +99,15 @@ def _entry(raw: bytes | str, queue: RedisQueue) -> list[Any]:
     return [raw, payload, str(priority), site]
 
 
-def _run(args: argparse.Namespace) -> int:
-    check_spider(args.spider)
-    client = get_redis(args.redis_url)
-    check_connection(client, args.redis_url)
-    queue = _queue(client, args)
-    script = client.register_script(scripts.build(type(queue).LUA, "", scripts.REQUEUE_FAILED))
-    names = SpiderKeys.for_client(args.spider, client)
+def _requeue(
+    client: Any, script: Any, queue: RedisQueue, names: SpiderKeys, limit: int
+) -> list[int]:
+    """Requeue one shard's failed list into its ``queue``: [pushed, dead] (at most ``limit``
+    entries, 0 = all)."""
     keys = [queue.key, names.seq, names.start_urls]
-    pushed = dead = 0
+    done = [0, 0]
     while True:
-        size = CHUNK if not args.limit else min(CHUNK, args.limit - pushed - dead)
+        size = CHUNK if not limit else min(CHUNK, limit - sum(done))
         if size <= 0:
             break
         raws = client.lrange(names.failed, 0, size - 1)
@@ -120,8 +119,28 @@ def _run(args: argparse.Namespace) -> int:
         result = script(keys=keys, args=argv)
         if result == -1:
             continue  # a worker appended meanwhile; read the head again
-        pushed += int(result[0])
-        dead += int(result[1])
+        done[0] += int(result[0])
+        done[1] += int(result[1])
+    return done
+
+
+def _run(args: argparse.Namespace) -> int:
+    check_spider(args.spider)
+    client = get_redis(args.redis_url)
+    check_connection(client, args.redis_url)
+    queue = _queue(client, args)
+    script = client.register_script(scripts.build(type(queue).LUA, "", scripts.REQUEUE_FAILED))
+    pushed = dead = 0
+    # a sharded crawl: each shard's failed requests go back into that shard's queue
+    for shard in crawl_shards(client, args.spider):
+        home = shard.keys.shard == 0
+        into = queue if home else type(queue)(client, shard.queue_key, queue.site_kind)
+        limit = args.limit - pushed - dead if args.limit else 0
+        if args.limit and limit <= 0:
+            break
+        got = _requeue(client, script, into, shard.keys, limit)
+        pushed, dead = pushed + got[0], dead + got[1]
+    names = SpiderKeys.for_client(args.spider, client)
     print(
         f"requeued {pushed} failed request(s) of {args.spider} into {queue.key}"
         + (f"; {dead} unusable entr(ies) moved to {names.deadletter}" if dead else "")

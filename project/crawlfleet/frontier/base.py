@@ -59,8 +59,9 @@ class NotReplicated(redis.RedisError):
     """Fewer replicas than SCHEDULER_WAIT_REPLICAS confirmed a write in time."""
 
 
-def build_dupefilter(crawler: Crawler) -> RedisDupeFilter:
-    """The crawl's Redis dupefilter from DUPEFILTER_CLASS (every backend keeps it in Redis)."""
+def build_dupefilter(crawler: Crawler, shard: int = 0, shards: int = 1) -> RedisDupeFilter:
+    """The crawl's Redis dupefilter from DUPEFILTER_CLASS (every backend keeps it in Redis); of
+    ``shard`` of ``shards`` (SCHEDULER_SHARDS), that shard's."""
     settings = crawler.settings
     path = settings.get("DUPEFILTER_CLASS")
     if not path or path == SCRAPY_DEFAULT_DUPEFILTER:
@@ -72,7 +73,9 @@ def build_dupefilter(crawler: Crawler) -> RedisDupeFilter:
             f"DUPEFILTER_CLASS {path!r} is not a Redis dupefilter; use "
             f"crawlfleet.frontier.dupefilter.SetDupeFilter or BloomDupeFilter"
         )
-    return build_from_crawler(cls, crawler)
+    if shards == 1:
+        return build_from_crawler(cls, crawler)
+    return build_from_crawler(cls, crawler, shard=shard, shards=shards)
 
 
 def lookahead(pacer: Pacer | None, config: FrontierConfig) -> int:
@@ -199,7 +202,7 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/start_skipped")
             return None
         stored = unwrap(request)
-        check = ("", b"") if stored.dont_filter else self.df.script_item(stored)
+        check = ("", b"") if stored.dont_filter else self._filter_for(stored).script_item(stored)
         if check in self._seen:
             self._seen.move_to_end(check)
             self._filtered_locally()
@@ -207,6 +210,10 @@ class FrontierScheduler(BaseScheduler):
             self.df.log(request, self.spider)
             return None
         return stored, check
+
+    def _filter_for(self, request: Request) -> RedisDupeFilter:
+        """The dupefilter that records ``request``'s fingerprint (a sharded crawl: its shard's)."""
+        return self.df
 
     def _filtered_locally(self) -> None:
         """A duplicate known without a round trip (the Redis backend counts it for the cluster)."""

@@ -940,16 +940,21 @@ def _setting(settings: BaseSettings, name: str, kind: type, default: Any = None)
     return raw
 
 
-def layout_from_settings(settings: BaseSettings, spider: str) -> Layout:
+def layout_from_settings(
+    settings: BaseSettings, spider: str, shard: int = 0, shards: int = 1
+) -> Layout:
     """The Bloom filter layout for ``spider`` from the ``BLOOMFILTER_*`` Scrapy settings (its
-    key tagged ``{<spider>}`` on a Redis Cluster): scalable unless ``BLOOMFILTER_SCALABLE`` is
+    key tagged ``{<spider>}`` on a Redis Cluster; in shard ``shard`` of ``shards``, that shard's
+    filter, each shard sized alike): scalable unless ``BLOOMFILTER_SCALABLE`` is
     False or scrapy-redis-bloomfilter's ``BLOOMFILTER_BIT``/``HASH_NUMBER`` or
     ``BLOOMFILTER_BLOCKS`` fix the size."""
     from crawlfleet.frontier.config import redis_url
 
     template = settings.get(BLOOMFILTER_KEY.setting) or BLOOMFILTER_KEY.default
     tagged = is_cluster_url(redis_url(settings))
-    key = BLOOMFILTER_KEY.resolve(template, spider, BloomConfigError, tagged=tagged)
+    key = BLOOMFILTER_KEY.resolve(
+        template, spider, BloomConfigError, tagged=tagged, shard=shard, shards=shards
+    )
     capacity = _setting(settings, "BLOOMFILTER_CAPACITY", int, DEFAULT_CAPACITY)
     error_rate = _setting(settings, "BLOOMFILTER_ERROR_RATE", float, DEFAULT_ERROR_RATE)
     fixed = {

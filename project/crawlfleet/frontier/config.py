@@ -19,6 +19,7 @@ from scrapy.utils.misc import load_object
 
 from crawlfleet.frontier.keys import (
     DUPEFILTER_KEY,
+    MAX_SHARDS,
     QUEUE_KEY,
     START_URLS_KEY,
     KeySetting,
@@ -109,11 +110,29 @@ def _positive(settings: BaseSettings, name: str, default: float) -> float:
     return value
 
 
-def _key(settings: BaseSettings, key: KeySetting, spider: str) -> str:
+def _key(
+    settings: BaseSettings, key: KeySetting, spider: str, shard: int = 0, shards: int = 1
+) -> str:
     """The name of a renameable key (``SCHEDULER_QUEUE_KEY`` …) for ``spider`` (with its hash
-    tag on a Redis Cluster)."""
+    tag on a Redis Cluster), in its shard ``shard`` of ``shards``."""
     tagged = is_cluster_url(redis_url(settings))
-    return key.resolve(settings.get(key.setting), spider, FrontierConfigError, tagged=tagged)
+    return key.resolve(
+        settings.get(key.setting),
+        spider,
+        FrontierConfigError,
+        tagged=tagged,
+        shard=shard,
+        shards=shards,
+    )
+
+
+def shards_setting(settings: BaseSettings) -> int:
+    """``SCHEDULER_SHARDS``: how many shards one crawl is split into (1 to MAX_SHARDS)."""
+    raw = settings.get("SCHEDULER_SHARDS", 1)
+    value = _positive_int("SCHEDULER_SHARDS", raw)
+    if value > MAX_SHARDS:
+        raise FrontierConfigError(f"SCHEDULER_SHARDS must be at most {MAX_SHARDS}, got {raw!r}")
+    return value
 
 
 def load_class(name: str, path: Any) -> type:
@@ -203,6 +222,10 @@ class FrontierConfig:
     site_kind: str = "host"
     # SCHEDULER_LIVENESS: hold a liveness subscription, so a dead worker is reaped early
     liveness: bool = True
+    # SCHEDULER_SHARDS: shard k's queue key and start-URLs key (shard 0's are the two above;
+    # the other shards' start-URLs keys only complete their scripts' KEYS and stay empty)
+    shard_queue_keys: tuple[str, ...] = ()
+    shard_start_urls_keys: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(
@@ -259,9 +282,24 @@ class FrontierConfig:
                 f"POLITENESS_KEY must be one of {', '.join(KEY_KINDS)}, "
                 f"got {settings.get('POLITENESS_KEY')!r}"
             )
+        shards = shards_setting(settings)
         return cls(
             spider=spider,
             url=url,
+            shard_queue_keys=tuple(
+                _key(settings, QUEUE_KEY, spider, k, shards) for k in range(shards)
+            ),
+            shard_start_urls_keys=tuple(
+                START_URLS_KEY.resolve(
+                    None,
+                    spider,
+                    FrontierConfigError,
+                    tagged=is_cluster_url(url),
+                    shard=k,
+                    shards=shards,
+                )
+                for k in range(shards)
+            ),
             queue_key=_key(settings, QUEUE_KEY, spider),
             dupefilter_key=_key(settings, DUPEFILTER_KEY, spider),
             start_urls_key=_key(settings, START_URLS_KEY, spider),
@@ -288,6 +326,16 @@ class FrontierConfig:
             site_kind=site_kind,
             liveness=settings.getbool("SCHEDULER_LIVENESS", True),
         )
+
+    @property
+    def shards(self) -> int:
+        """``SCHEDULER_SHARDS``: how many shards the crawl is split into."""
+        return len(self.shard_queue_keys) or 1
+
+    @property
+    def shard_keys(self) -> tuple[SpiderKeys, ...]:
+        """The key names of every shard, the home shard (:attr:`keys`) first."""
+        return self.keys.of_shards(self.shards)
 
     @property
     def keys(self) -> SpiderKeys:

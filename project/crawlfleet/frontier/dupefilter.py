@@ -48,6 +48,7 @@ class RedisDupeFilter(BaseDupeFilter, ABC):
 
     LUA_CHECK_AND_ADD: str
     client: redis.Redis
+    key: str
     debug: bool = False
     stats: StatsCollector | None = None
     _logdupes: bool = True
@@ -114,13 +115,16 @@ class SetDupeFilter(RedisDupeFilter):
         self.stats = stats
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> SetDupeFilter:
+    def from_crawler(cls, crawler: Crawler, shard: int = 0, shards: int = 1) -> SetDupeFilter:
+        """The crawl's filter (``shard`` of ``shards``: that shard's, see SCHEDULER_SHARDS)."""
         from crawlfleet.frontier.config import FrontierConfigError, redis_from_settings, redis_url
 
         spider = crawler.spider.name if crawler.spider else getattr(crawler.spidercls, "name", "")
         template = crawler.settings.get(DUPEFILTER_KEY.setting)
         tagged = is_cluster_url(redis_url(crawler.settings))
-        key = DUPEFILTER_KEY.resolve(template, spider, FrontierConfigError, tagged=tagged)
+        key = DUPEFILTER_KEY.resolve(
+            template, spider, FrontierConfigError, tagged=tagged, shard=shard, shards=shards
+        )
         client = redis_from_settings(crawler.settings)
         found = client.type(key)
         if found not in (b"none", b"set", "none", "set"):
@@ -174,11 +178,12 @@ class BloomDupeFilter(RedisDupeFilter):
         self._bloom: BloomFilter | None = None
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> BloomDupeFilter:
+    def from_crawler(cls, crawler: Crawler, shard: int = 0, shards: int = 1) -> BloomDupeFilter:
+        """The crawl's filter (``shard`` of ``shards``: that shard's, see SCHEDULER_SHARDS)."""
         from crawlfleet.frontier.config import redis_from_settings
 
         spider = crawler.spider.name if crawler.spider else getattr(crawler.spidercls, "name", "")
-        layout = layout_from_settings(crawler.settings, spider)
+        layout = layout_from_settings(crawler.settings, spider, shard, shards)
         assert crawler.request_fingerprinter is not None
         return cls(
             redis_from_settings(crawler.settings),

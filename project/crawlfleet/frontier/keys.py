@@ -29,6 +29,7 @@ called ``crawlfleet``), documented in ``JOB_KEYS``; on a cluster under ``{crawlf
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from redis.crc import key_slot
@@ -53,18 +54,25 @@ class KeySetting:
         name: str = "",
         *,
         tagged: bool = False,
+        shard: int = 0,
+        shards: int = 1,
     ) -> str:
         """The key ``template`` (the setting's value; None: the default) names for ``spider``.
 
         ``error`` is the exception the caller's users expect, a one-line message naming the
         setting (or ``name``, the command-line flag that took the template). ``tagged`` (a Redis
         Cluster): ``%(spider)s`` is the hash tag ``{<spider>}``, and a key outside that slot is
-        refused (every key of a crawl must live in one slot).
+        refused (every key of a crawl must live in one slot). ``shard`` of ``shards``
+        (``SCHEDULER_SHARDS``): ``%(spider)s`` is that shard's prefix (:func:`shard_name`), and
+        with more than one shard a template that does not name it is refused (the shards would
+        share the key).
         """
         name = name or self.setting
         if template is None:
             template = self.default
-        subject = cluster_prefix(spider, error) if tagged else spider
+        if tagged:
+            cluster_prefix(spider, error)  # the spider's name must make a hash tag
+        subject = SpiderKeys(spider, tagged, shard, shards).prefix
         try:
             key = str(template) % {"spider": subject, "name": subject}
         except (KeyError, ValueError, TypeError) as exc:
@@ -73,6 +81,11 @@ class KeySetting:
             ) from None
         if not key:
             raise error(f"{name} must not be empty")
+        if shards > 1 and subject not in key:
+            raise error(
+                f"{name} {template!r} names {key!r} for every shard: with SCHEDULER_SHARDS > 1 "
+                f"it must contain %(spider)s, as {self.default!r} does"
+            )
         if tagged and key_slot(key.encode()) != key_slot(subject.encode()):
             raise error(
                 f"{name} {template!r} names {key!r}, outside the crawl's hash slot: on a Redis "
@@ -100,6 +113,54 @@ def cluster_prefix(spider: str, error: type[ValueError] = ValueError) -> str:
     return "{" + spider + "}"
 
 
+#: The most shards one crawl may have (``SCHEDULER_SHARDS``): each has a slot range of its own.
+MAX_SHARDS = 256
+#: What separates a spider's name from its shard's number in the names of shards 1, 2, …
+SHARD_MARK = "~"
+SLOTS = 16384
+
+
+def _slot_range(slot: int, shards: int) -> int:
+    return slot * shards // SLOTS
+
+
+@functools.lru_cache(maxsize=1024)
+def shard_name(spider: str, shard: int, shards: int) -> str:
+    """The name shard ``shard`` of ``shards`` puts where the spider's name was in its keys.
+
+    Shard 0 (the home shard) is the spider itself, so its keys are today's. Shard ``k`` is
+    ``<spider>~<j>`` for the smallest ``j`` whose Redis Cluster slot lies in the ``k``-th of
+    ``shards`` equal slot ranges counted from the home shard's range: on a cluster whose primaries
+    hold equal slot ranges (as ``redis-cli --cluster create`` makes them), ``shards`` shards of a
+    crawl land on ``shards`` different primaries. Deterministic: every worker and operator tool
+    computes the same names.
+    """
+    if not 0 <= shard < shards <= MAX_SHARDS:
+        raise ValueError(f"shard {shard} of {shards} (at most {MAX_SHARDS} shards)")
+    if shard == 0:
+        return spider
+    want = (_slot_range(key_slot(spider.encode()), shards) + shard) % shards
+    j = 0
+    while True:
+        j += 1
+        name = f"{spider}{SHARD_MARK}{j}"
+        if _slot_range(key_slot(name.encode()), shards) == want:
+            return name
+
+
+def shards_glob(spider: str, tagged: bool = False) -> str:
+    """Glob (SCAN MATCH, ACL key pattern) of every key of ``spider``'s shards 1, 2, … (of any
+    count; the home shard's keys are :attr:`SpiderKeys.glob`'s)."""
+    name = escape_glob(spider) + SHARD_MARK + "*"
+    return ("{" + name + "}" if tagged else name) + ":*"
+
+
+def alive_globs(spider: str, tagged: bool = False) -> tuple[str, str]:
+    """ACL channel patterns of every worker's liveness channel (:meth:`SpiderKeys.alive`) of
+    ``spider``'s crawl: the home shard's, and those of shards 1, 2, … (of any count)."""
+    return SpiderKeys(spider, tagged).alive("*"), shards_glob(spider, tagged)[:-1] + "alive:*"
+
+
 def has_hash_tag(key: str) -> bool:
     """Whether Redis Cluster hashes only part of ``key`` (a non-empty ``{…}``)."""
     start = key.find("{")
@@ -117,10 +178,14 @@ class SpiderKeys:
     """The Redis key names of one crawl (defaults; settings may rename five, see KEY_SETTINGS).
 
     ``tagged``: on a Redis Cluster, every name starts with the hash tag ``{<spider>}``.
+    ``shard`` of ``shards`` (``SCHEDULER_SHARDS``): the names of one shard of the crawl, whose
+    prefix is :func:`shard_name`'s (shard 0, the home shard, has the crawl's own names).
     """
 
     spider: str
     tagged: bool = False
+    shard: int = 0
+    shards: int = 1
 
     @classmethod
     def for_url(cls, spider: str, url: str) -> SpiderKeys:
@@ -137,14 +202,25 @@ class SpiderKeys:
 
         return cls(spider, tagged=is_cluster_client(client))
 
+    def of_shards(self, shards: int) -> tuple[SpiderKeys, ...]:
+        """The names of every shard of this crawl split into ``shards`` (home shard first)."""
+        others = (SpiderKeys(self.spider, self.tagged, k, shards) for k in range(1, shards))
+        return (self.home, *others)
+
+    @property
+    def home(self) -> SpiderKeys:
+        """The names of the crawl's home shard (shard 0: start URLs, seeding, items, records)."""
+        return SpiderKeys(self.spider, self.tagged)
+
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
     @property
     def prefix(self) -> str:
         """What the Lua scripts receive to derive every name below (the spider name, or its
-        hash tag ``{<spider>}`` on a cluster)."""
-        return cluster_prefix(self.spider) if self.tagged else self.spider
+        hash tag ``{<spider>}`` on a cluster; a shard's name for shards 1, 2, …)."""
+        name = shard_name(self.spider, self.shard, self.shards)
+        return cluster_prefix(name) if self.tagged else name
 
     @property
     def glob(self) -> str:
@@ -209,6 +285,10 @@ class SpiderKeys:
     @property
     def seq(self) -> str:
         return self._key("seq")
+
+    @property
+    def shard_count(self) -> str:
+        return self._key("shards")
 
     # -- dupefilter and items
 
@@ -495,9 +575,20 @@ KEYS: tuple[KeyDoc, ...] = (
         "`queue_key`, `queue_class`, `serializer`, `dupefilter_class`, `start_urls_key`, "
         "`start_urls_as_set`, `politeness_namespace` (`POLITENESS_NAMESPACE`: the politeness "
         "keys' prefix), `politeness_key` (`POLITENESS_KEY`: the site a keyed queue files a "
-        "request under) (written at start; read by the CLI and the dashboard)",
+        "request under), and in a sharded crawl `shard_queue_keys` and `shard_dupefilter_keys` "
+        "(JSON lists, every shard's, home shard first) (written at start; read by the CLI and "
+        "the dashboard)",
     ),
     KeyDoc("seq", "string", "workers", "counter for lease ids and priority-queue order"),
+    KeyDoc(
+        "shard_count",
+        "string",
+        "workers",
+        "`SCHEDULER_SHARDS` of the crawl (absent: 1), in the home shard; a worker with another "
+        "count refuses to start. Shards 1, 2, … have every frontier key above (queue, "
+        "dupefilter or Bloom filter, seq, workers, leases, worker, stats, failed, deadletter) "
+        "under their own prefix `<spider>~<j>` (docs/design.md, Sharding a crawl)",
+    ),
     KeyDoc(
         "items",
         "stream",

@@ -24,13 +24,15 @@ from twisted.python.failure import Failure
 
 @dataclass(eq=False)
 class Lease:
-    """One popped queue entry: its lease id, raw payload, and the Request decoded from it."""
+    """One popped queue entry: its lease id, raw payload, and the Request decoded from it
+    (``shard``: the shard it was popped from, which its acknowledgement goes to)."""
 
     lease_id: str
     payload: bytes
     request: Request | None = None
     failure: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    shard: int = 0
 
 
 class FailureTap:

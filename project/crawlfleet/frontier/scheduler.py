@@ -34,7 +34,9 @@ from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
 from crawlfleet.frontier.liveness import Liveness
 from crawlfleet.frontier.queues import RedisQueue
 from crawlfleet.frontier.serialization import RequestCodec
+from crawlfleet.frontier.shards import Shard, record_shard_count, shard_of
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
+from crawlfleet.politeness.budget import site_key
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -55,6 +57,19 @@ class ClusterStatus:
         self.seeding = seeding.decode() if isinstance(seeding, bytes) else str(seeding)
         # `crawlfleet pause SPIDER`: hand out nothing, keep leases alive, never finish
         self.paused = bool(int(raw[5]))
+
+    @classmethod
+    def of_shards(cls, shards: list[ClusterStatus]) -> ClusterStatus:
+        """The whole crawl from its shards' last statuses: queued and leased summed, start URLs
+        and the seeder from the home shard (the first), paused if any shard is."""
+        whole = cls()
+        home = shards[0]
+        whole.queued = sum(s.queued for s in shards)
+        whole.leased_by_others = sum(s.leased_by_others for s in shards)
+        whole.leased_by_me = sum(s.leased_by_me for s in shards)
+        whole.start_urls, whole.seeding = home.start_urls, home.seeding
+        whole.paused = any(s.paused for s in shards)
+        return whole
 
     def busy(self, me: str) -> bool:
         """Whether anything anywhere may still produce or hold requests (besides our own work)."""
@@ -79,21 +94,42 @@ class Scheduler(FrontierScheduler):
         client: redis.Redis,
         queue: RedisQueue,
         dupefilter: RedisDupeFilter,
+        *,
+        shard_filters: tuple[RedisDupeFilter, ...] = (),
     ) -> None:
+        """``shard_filters``: the dupefilters of shards 1, 2, … (SCHEDULER_SHARDS)."""
         super().__init__(crawler, config, client, dupefilter)
         self.queue = queue
-        self._keys = [config.queue_key, self.keys.seq, config.start_urls_key]
-        self._args = [*self._script_args(), "1" if config.start_urls_as_set else "0"]
+        start_as_set = "1" if config.start_urls_as_set else "0"
+        queue_keys = config.shard_queue_keys or (config.queue_key,)
+        start_keys = config.shard_start_urls_keys or (config.start_urls_key,)
+        self.shards: list[Shard] = []
+        for index, (keys, df) in enumerate(
+            zip(config.keys.of_shards(len(queue_keys)), (dupefilter, *shard_filters), strict=True)
+        ):
+            shard_queue = (
+                queue if index == 0 else type(queue)(client, queue_keys[index], queue.site_kind)
+            )
+            args = [keys.prefix, *self._script_args()[1:], start_as_set]
+            script_keys = [
+                queue_keys[index],
+                keys.seq,
+                config.start_urls_key if index == 0 else start_keys[index],
+            ]
+            self.shards.append(
+                Shard(index, keys, shard_queue, df, script_keys, args, ClusterStatus())
+            )
+        self.home = self.shards[0]
+        self._keys, self._args = self.home.script_keys, self.home.args
+        # the shard the next pop starts at (each pop starts one further: fair round robin)
+        self._next_shard = 0
         lua_q, lua_df = type(queue).LUA, dupefilter.LUA_CHECK_AND_ADD
         self._enqueue = client.register_script(scripts.build(lua_q, lua_df, scripts.ENQUEUE))
         self._feed_script = client.register_script(scripts.build(lua_q, lua_df, scripts.FEED))
         self._sync_script = client.register_script(scripts.build(lua_q, lua_df, scripts.SYNC))
         self._claim = client.register_script(scripts.build(lua_q, lua_df, scripts.CLAIM))
-        self._acks: list[str] = []
-        self._fails: list[tuple[str, str]] = []
-        self._dead: list[tuple[str, str]] = []
-        # enqueue items (with their requests) Redis has not taken yet
-        self._pending: list[tuple[list[Any], Request]] = []
+        # enqueue items (with their requests and shards) Redis has not taken yet
+        self._pending: list[tuple[list[Any], Request, int]] = []
         # cluster stats counted here and written with the next SYNC (in batches)
         self._cluster_stats: Counter[str] = Counter()
         self._flush_call: Any = None
@@ -113,8 +149,9 @@ class Scheduler(FrontierScheduler):
         self._info = json.dumps(
             {"host": socket.gethostname(), "pid": os.getpid(), "spider": config.spider}
         )
-        heartbeat = config.heartbeat_interval
-        self._liveness = Liveness(client, self.keys, self.worker, heartbeat, config.liveness)
+        # one liveness subscription per shard (each shard reaps its own workers)
+        beat, live = config.heartbeat_interval, config.liveness
+        self._liveness = [Liveness(client, s.keys, self.worker, beat, live) for s in self.shards]
 
     @classmethod
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
@@ -124,7 +161,11 @@ class Scheduler(FrontierScheduler):
         problem = queue.type_error()
         if problem:
             raise FrontierConfigError(problem)
-        return cls(crawler, config, client, queue, build_dupefilter(crawler))
+        n = config.shards
+        filters = [build_dupefilter(crawler, k, n) for k in range(n)] if n > 1 else []
+        df = filters[0] if filters else build_dupefilter(crawler)
+        record_shard_count(client, config.keys, n, config.queue_key, config.keys.seq, df.key)
+        return cls(crawler, config, client, queue, df, shard_filters=tuple(filters[1:]))
 
     # -- Scrapy's scheduler interface ---------------------------------------------------------
 
@@ -134,12 +175,24 @@ class Scheduler(FrontierScheduler):
         self.codec = RequestCodec(spider, self.config.serializer)
         if self.config.flush_on_start:
             self.flush()
-        self.df.open()
-        self._liveness.subscribe()  # before registering: reapers may rely on it from then on
-        args = [*self._args, self._info, *self._liveness.claim_args()]
-        claimed, status = self._claim(keys=self._keys, args=args)
-        self._seeding = bool(int(claimed))
-        self._status = ClusterStatus(status)
+        for shard in self.shards:
+            shard.df.open()
+        # Every shard registers this worker; the home shard last: it seeds only when the whole
+        # crawl is empty (the home claim sees its own shard only).
+        for shard in (*self.shards[1:], self.home):
+            alive = self._liveness[shard.index]
+            alive.subscribe()  # before registering: reapers may rely on it from then on
+            args = [*shard.args, self._info, *alive.claim_args()]
+            claimed, status = self._claim(keys=shard.script_keys, args=args)
+            shard.status = ClusterStatus(status)
+            if int(claimed) and shard is not self.home:
+                self.client.delete(shard.keys.seeding)  # only the home shard's flag counts
+        self._seeding = bool(int(claimed)) and not any(
+            s.status.queued or s.status.leased_by_others for s in self.shards[1:]
+        )
+        if int(claimed) and not self._seeding:
+            self.client.delete(self.keys.seeding)
+        self._status = ClusterStatus.of_shards([s.status for s in self.shards])
         self._last_sync = time.monotonic()
         self.client.hset(
             self.keys.frontier,
@@ -156,6 +209,7 @@ class Scheduler(FrontierScheduler):
                 "politeness_namespace": (
                     self.pacer.config.namespace if self.pacer is not None else self.config.spider
                 ),
+                **self._shard_fields(),
             },
         )
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
@@ -177,8 +231,10 @@ class Scheduler(FrontierScheduler):
         self._collect_finished()
         # Whatever is still buffered or in flight goes back to the queue now, not after a timeout.
         self._sync("release", 0)
-        self._liveness.close()
-        self.df.close(reason)
+        for alive in self._liveness:
+            alive.close()
+        for shard in self.shards:
+            shard.df.close(reason)
         if not self.config.persist and self.client.zcard(self.keys.workers) == 0:
             self.flush()
 
@@ -191,7 +247,7 @@ class Scheduler(FrontierScheduler):
             return False
         stored, check = admitted
         item = self._item(stored, check)
-        self._pending.append((item, request))
+        self._pending.append((item, request, self._shard_of(stored.url)))
         if self.config.enqueue_batch:
             # Flushed at the next reactor turn (or before any ack): many requests, one round trip.
             if self._flush_call is None or not self._flush_call.active():
@@ -211,26 +267,39 @@ class Scheduler(FrontierScheduler):
             return []
         if self._full.waiting() and not now:
             return None
-        args = [*self._args]
-        for item, _ in self._pending:
-            args.extend(item)
-        try:
-            results = [int(r) for r in self._durably(self._enqueue, self._keys, args)]
-        except redis.RedisError as exc:
-            self._redis_error("enqueue", exc)
+        taken: dict[int, int] = {}  # index in _pending -> result, for the shards that took theirs
+        failed = False
+        for shard in self.shards:  # one round trip per shard touched
+            indexes = [i for i, (_, _, k) in enumerate(self._pending) if k == shard.index]
+            if not indexes:
+                continue
+            args = [*shard.args]
+            for i in indexes:
+                args.extend(self._pending[i][0])
+            try:
+                results = self._durably(self._enqueue, shard.script_keys, args)
+            except redis.RedisError as exc:
+                self._redis_error("enqueue", exc)
+                failed = True
+                break
+            taken.update(zip(indexes, (int(r) for r in results), strict=True))
+        if not taken:
             return None
         self._full.accepted()
-        pending, self._pending = self._pending, []
+        pending = [(*p, taken[i]) for i, p in enumerate(self._pending) if i in taken]
+        self._pending = [p for i, p in enumerate(self._pending) if i not in taken]
+        results = [result for *_, result in pending]
         assert self.spider is not None
-        for (item, request), result in zip(pending, results, strict=True):
+        for item, request, index, result in pending:
             if item[0] not in ("", "!dead"):
                 self._remember((item[0], item[1]))
             if result == 1:
+                self.shards[index].status.queued += 1  # the shard's count until its next sync
                 self._count_enqueued()
             elif item[0] != "!dead":
                 self.df.log(request, self.spider)
         self._count(results)
-        return results
+        return None if failed else results
 
     def next_request(self) -> Request | None:
         self._collect_finished()
@@ -259,9 +328,29 @@ class Scheduler(FrontierScheduler):
 
     def flush(self) -> None:
         """Forget the queue, the fingerprints and the seeding flag (SCHEDULER_FLUSH_ON_START)."""
-        self.queue.clear()
-        self.df.clear()
+        for shard in self.shards:
+            shard.queue.clear()
+            shard.df.clear()
         self.client.delete(self.keys.seeding)
+
+    def _shard_fields(self) -> dict[Any, Any]:
+        """What a sharded crawl adds to ``<spider>:frontier`` for the operator tools: every
+        shard's queue and dupefilter key (an unsharded crawl's hash stays as it was)."""
+        if len(self.shards) == 1:
+            return {}
+        return {
+            "shard_queue_keys": json.dumps([s.queue.key for s in self.shards]),
+            "shard_dupefilter_keys": json.dumps([s.df.key for s in self.shards]),
+        }
+
+    def _filter_for(self, request: Request) -> RedisDupeFilter:
+        return self.shards[self._shard_of(request.url)].df
+
+    def _shard_of(self, url: str) -> int:
+        """The shard of a request to ``url``: its politeness key's (SCHEDULER_SHARDS)."""
+        if len(self.shards) == 1:
+            return 0
+        return shard_of(site_key(url, self.config.site_kind), len(self.shards))
 
     def _item(self, request: Request, check: tuple[str, bytes]) -> list[Any]:
         """ENQUEUE script arguments: dupefilter key and argument, payload, priority, site."""
@@ -314,77 +403,53 @@ class Scheduler(FrontierScheduler):
         self._cluster_stats["dupefilter/filtered"] += 1
 
     def _kept(self) -> str:
+        owed = sum(len(s.acks) + len(s.fails) for s in self.shards)
         return (
             f"pausing, keeping {len(self._pending)} new request(s), "
-            f"{len(self._acks) + len(self._fails)} acknowledgement(s) and "
+            f"{owed} acknowledgement(s) and "
             f"{len(self._buffer) + len(self._inflight)} leased request(s)"
         )
 
     def _collect_finished(self) -> None:
         """Acknowledge leases whose requests the engine has finished with (next round trip)."""
         for lease in self._finished():
+            shard = self.shards[lease.shard]
             if lease.failure is not None:
-                self._fails.append((lease.lease_id, failed_entry(lease, self.worker)))
+                shard.fails.append((lease.lease_id, failed_entry(lease, self.worker)))
             else:
-                self._acks.append(lease.lease_id)
+                shard.acks.append(lease.lease_id)
 
     def _sync(self, mode: str, npop: int, skip: set[str] | None = None) -> bool:
-        """One round trip: acknowledge, report failures and dead letters, then pop/beat/release
-        (a pop from a keyed queue passes over the sites in ``skip``)."""
+        """Acknowledge, report failures and dead letters, then pop/beat/release (a pop from a
+        keyed queue passes over the sites in ``skip``): one round trip per shard it needs.
+
+        A pop of ``npop`` > 0 asks the shards in turn, each pop starting one shard further
+        (fair round robin), those that last showed requests queued first, and stops at the
+        first that hands out some (acknowledgements owed to the others wait for their turn or
+        the next heartbeat). Every other call (a beat, a release, a pop of 0 that refreshes
+        the crawl's status) goes to every shard.
+        """
         # New requests reach Redis before the acks of the requests that produced them.
         if mode != "release" and self._full.waiting():
             return False
         if self._pending and self._flush_pending(now=mode == "release") is None:
             return False
-        acks, fails, dead = self._acks, self._fails, self._dead
-        release_seed = self._seed_release and not self._seed_released
-        stats = [(name, str(n)) for name, n in self._cluster_stats.items() if n]
-        args = [
-            *self._args,
-            mode,
-            str(npop),
-            "1" if release_seed else "0",
-            self._info,
-            str(len(acks)),
-            str(len(fails)),
-            str(len(dead)),
-            str(len(stats)),
-            str(len(skip or ())),
-            *acks,
-        ]
-        for pair in (*fails, *dead, *stats):
-            args.extend(pair)
-        args.extend(sorted(skip or ()))
-        try:
-            reaped, requeued, popped, status, subscribed = self._sync_script(
-                keys=self._keys, args=args
-            )
-        except redis.RedisError as exc:
-            self._redis_error(mode, exc)
+        popping = mode == "pop" and npop > 0
+        popped, ok = 0, True
+        for shard in self._pop_order() if popping else self.shards:
+            got = self._sync_shard(shard, mode, npop if popping else 0, skip)
+            if got is None:
+                ok = False
+                if mode == "release":
+                    continue  # give back what the other shards will take
+                break
+            popped += got
+            if popping and (popped or self._status.paused):
+                break
+        if not ok:
             return False
-        self._full.accepted()
-        self._acks, self._fails, self._dead = [], [], []
-        self._cluster_stats.clear()
         self._last_sync = time.monotonic()
         self._enqueued_since_sync = False
-        if release_seed:
-            self._seed_released = True
-        self._status = ClusterStatus(status)
-        self._liveness.checked(int(subscribed))
-        if int(reaped) and mode != "release":
-            # Our heartbeat lapsed and another worker gave our leases back to the queue: the
-            # prefetched requests are someone else's now.
-            logger.warning(
-                "Frontier worker %s missed its lease deadline; dropping %d prefetched requests "
-                "(they were returned to the queue)",
-                self.worker,
-                len(self._buffer),
-                extra={"spider": self.spider},
-            )
-            self._buffer.clear()
-        if int(requeued):
-            self.stats.inc_value("scheduler/requeued", int(requeued))
-        self._take(popped)
         if mode == "pop":
             self._back_off(bool(popped) or self._status.queued > 0 or self._status.start_urls > 0)
         if (
@@ -394,6 +459,71 @@ class Scheduler(FrontierScheduler):
         ):
             self._feed()
         return True
+
+    def _pop_order(self) -> list[Shard]:
+        """The shards in the order the next pop asks them (see ``_sync``)."""
+        n = len(self.shards)
+        start, self._next_shard = self._next_shard, (self._next_shard + 1) % n
+        turn = [self.shards[(start + i) % n] for i in range(n)]
+        return sorted(turn, key=lambda shard: shard.status.queued == 0)
+
+    def _sync_shard(self, shard: Shard, mode: str, npop: int, skip: set[str] | None) -> int | None:
+        """One round trip to ``shard`` (the SYNC script); how many entries it popped, or None
+        when Redis failed (everything owed is kept for the next one)."""
+        acks, fails, dead = shard.acks, shard.fails, shard.dead
+        release_seed = shard is self.home and self._seed_release and not self._seed_released
+        # the crawl's statistics counted here go with whichever shard's round trip comes first
+        stats = [(name, str(n)) for name, n in self._cluster_stats.items() if n]
+        n = len(self.shards)
+        sites = sorted(site for site in skip or () if shard_of(site, n) == shard.index)
+        args = [
+            *shard.args,
+            mode,
+            str(npop),
+            "1" if release_seed else "0",
+            self._info,
+            str(len(acks)),
+            str(len(fails)),
+            str(len(dead)),
+            str(len(stats)),
+            str(len(sites)),
+            *acks,
+        ]
+        for pair in (*fails, *dead, *stats):
+            args.extend(pair)
+        args.extend(sites)
+        try:
+            reaped, requeued, popped, status, subscribed = self._sync_script(
+                keys=shard.script_keys, args=args
+            )
+        except redis.RedisError as exc:
+            self._redis_error(mode, exc)
+            return None
+        self._full.accepted()
+        shard.acks, shard.fails, shard.dead = [], [], []
+        self._cluster_stats.clear()
+        if release_seed:
+            self._seed_released = True
+        shard.status = ClusterStatus(status)
+        self._liveness[shard.index].checked(int(subscribed))
+        self._status = ClusterStatus.of_shards([s.status for s in self.shards])
+        if int(reaped) and mode != "release":
+            # Our heartbeat lapsed and another worker gave our leases back to the queue: the
+            # prefetched requests are someone else's now.
+            mine = [lease for lease in self._buffer if lease.shard == shard.index]
+            logger.warning(
+                "Frontier worker %s missed its lease deadline; dropping %d prefetched requests "
+                "(they were returned to the queue)",
+                self.worker,
+                len(mine),
+                extra={"spider": self.spider},
+            )
+            for lease in mine:
+                self._buffer.remove(lease)
+        if int(requeued):
+            self.stats.inc_value("scheduler/requeued", int(requeued))
+        self._take(popped, shard)
+        return len(popped) // 2
 
     def _return_orphans(self) -> None:
         """Give back leases Redis holds for this worker that it does not know.
@@ -409,17 +539,18 @@ class Scheduler(FrontierScheduler):
             extra={"spider": self.spider},
         )
         if self._sync("release", 0):  # the next round trip registers this worker again
-            self.client.hdel(self.keys.worker(self.worker), "stopped")
+            for shard in self.shards:
+                self.client.hdel(shard.keys.worker(self.worker), "stopped")
 
-    def _take(self, popped: list[bytes]) -> None:
+    def _take(self, popped: list[bytes], shard: Shard) -> None:
         for i in range(0, len(popped), 2):
             lease_id = popped[i].decode()
             payload = bytes(popped[i + 1])
             request, dead = self._decode(payload, "entry")
             if request is None:
-                self._dead.append((lease_id, dead))
+                shard.dead.append((lease_id, dead))
                 continue
-            self._buffer.append(Lease(lease_id, payload, request))
+            self._buffer.append(Lease(lease_id, payload, request, shard=shard.index))
 
     def _feed(self) -> None:
         """Move one batch from the start_urls key into the queue (dedup'ed, atomically)."""
@@ -437,11 +568,17 @@ class Scheduler(FrontierScheduler):
         assert self.codec is not None
         args: list[Any] = [*self._args]
         refused: set[int] = set()  # entries dead-lettered here (counted once Redis took them)
-        for index, raw in enumerate(raws):
+        # entries of another shard than the home shard: pushed there first, then removed
+        moved: list[tuple[bytes, list[Any], Request, int]] = []
+        for raw in raws:
             try:
                 request = request_from_entry(bytes(raw), self.spider, self.codec.policy)
-                check = ("", b"") if request.dont_filter else self.df.script_item(request)
+                shard = self.shards[self._shard_of(request.url)]
+                check = ("", b"") if request.dont_filter else shard.df.script_item(request)
                 item = self._item(request, check)
+                if shard is not self.home:
+                    moved.append((bytes(raw), item, request, shard.index))
+                    continue
             except Exception as exc:  # StartEntryError, or whatever an odd request raises
                 reason = str(exc) if isinstance(exc, StartEntryError) else repr(exc)[:200]
                 logger.warning(
@@ -449,7 +586,7 @@ class Scheduler(FrontierScheduler):
                     reason,
                     extra={"spider": self.spider},
                 )
-                refused.add(index)
+                refused.add((len(args) - len(self._args)) // 6)  # its place in the results
                 item = [
                     "!dead",
                     dead_entry(bytes(raw), reason, self.worker, "start_urls"),
@@ -458,6 +595,10 @@ class Scheduler(FrontierScheduler):
                     "",
                 ]
             args.extend([raw, *item])
+        if moved:
+            self._move_start_urls(moved)
+        if len(args) == len(self._args):
+            return
         try:
             results = self._feed_script(keys=self._keys, args=args)
         except redis.RedisError as exc:
@@ -470,7 +611,28 @@ class Scheduler(FrontierScheduler):
         self._count([r for r in counted if r >= 0])
         fed = counted.count(1)
         if fed:
+            self.home.status.queued += fed
             self._count_enqueued(fed)
+
+    def _move_start_urls(self, moved: list[tuple[bytes, list[Any], Request, int]]) -> None:
+        """Start-URL entries of shards other than the home shard: enqueued into their shard
+        (de-duplicated there), then removed from the start-URLs key. A crash in between leaves
+        the entry to be fed again, and its fingerprint filters it then (a ``dont_filter`` entry
+        may be crawled twice)."""
+        self._pending.extend((item, request, shard) for _, item, request, shard in moved)
+        if self._flush_pending(now=True) is None:
+            return
+        key = self.config.start_urls_key
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for raw, *_ in moved:
+                if self.config.start_urls_as_set:
+                    pipe.srem(key, raw)
+                else:
+                    pipe.lrem(key, 1, raw)  # type: ignore[arg-type]
+            pipe.execute()
+        except redis.RedisError as exc:
+            self._redis_error("start_urls", exc)
 
     # -- timers and signals -------------------------------------------------------------------
 
@@ -494,7 +656,7 @@ class Scheduler(FrontierScheduler):
             # busy includes a pause: a paused crawl is never finished
             self._idle_since = None
             raise DontCloseSpider
-        if self._status.leased_by_me or self._pending or self._acks or self._dead or self._fails:
+        if self._status.leased_by_me or self._pending or any(s.owes() for s in self.shards):
             self._idle_since = None
             if self._status.leased_by_me and not self._inflight:
                 self._return_orphans()

@@ -25,6 +25,7 @@ import redis
 
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.frontier.shards import crawl_shards
 from crawlfleet.jobs import store
 from crawlfleet.jobs.store import JobError, job_keys
 
@@ -117,11 +118,13 @@ def wait_answers(
 
 
 def fresh_dupefilter(client: redis.Redis, spider: str) -> None:
-    """Forget the crawl's fingerprints (set and Bloom filter at their default keys)."""
-    keys = SpiderKeys.for_client(spider, client)
-    client.delete(keys.dupefilter)
-    with contextlib.suppress(BloomConfigError):  # no Bloom filter there
-        BloomFilter.existing(client, keys.bloomfilter).clear()
+    """Forget the crawl's fingerprints (set and Bloom filter at their default keys, in every
+    shard of a sharded crawl)."""
+    for shard in crawl_shards(client, spider):
+        keys = shard.keys
+        client.delete(keys.dupefilter)
+        with contextlib.suppress(BloomConfigError):  # no Bloom filter there
+            BloomFilter.existing(client, keys.bloomfilter).clear()
 
 
 def running_job_of(client: redis.Redis, spider: str) -> dict[str, Any] | None:

@@ -180,7 +180,7 @@ def test_an_unsubscribed_silent_worker_is_reaped(
     make_scheduler: MakeScheduler, redis_client: redis.Redis, victim: Scheduler
 ) -> None:
     reaper = make_scheduler(**LIVE)
-    victim._liveness.close()  # what SIGKILL does to its socket
+    victim._liveness[0].close()  # what SIGKILL does to its socket
     assert subscribers(redis_client, victim.worker) == 0
     quiet_for(redis_client, victim, 1_000)  # heartbeat 1 s old: within the bound (1.5 s)
     subscribed_since(redis_client, reaper, 10_000)
@@ -209,7 +209,7 @@ def test_a_reaper_with_a_new_or_lost_subscription_reaps_nobody(
     make_scheduler: MakeScheduler, redis_client: redis.Redis, victim: Scheduler
 ) -> None:
     reaper = make_scheduler(**LIVE)
-    victim._liveness.close()
+    victim._liveness[0].close()
     quiet_for(redis_client, victim, 10_000)
     reaper._heartbeat()  # subscribed at its start, not 1.5 s ago
     assert redis_client.zscore(KEYS.workers, victim.worker) is not None

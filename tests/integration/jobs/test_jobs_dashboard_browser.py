@@ -1,7 +1,7 @@
 """The jobs pages in headless Chromium as an operator clicks through them: log in, start a job on
 two real agents, see it running, pause, resume, read its workers' log lines, stop it, add a
 schedule, start a second job. Saves the screenshots shown in docs/dashboard.md
-(docs/dashboard-jobs.png, docs/dashboard-job.png)."""
+(docs/dashboard-jobs.png, docs/dashboard-job.png) when CRAWLFLEET_SCREENSHOTS=docs."""
 
 from __future__ import annotations
 
@@ -13,16 +13,14 @@ from jobs_helpers import FAST, AgentProcess, job
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
-from support.crawl import ROOT, Site
-from support.dashboard import KEY, Dashboard, browser, snapshot, start_dashboard
+from support.crawl import Site
+from support.dashboard import KEY, Dashboard, browser, screenshot_path, snapshot, start_dashboard
 from support.waiting import wait_until
 
 from crawlfleet.jobs import schedules
 
 __all__ = ["start_dashboard"]  # the fixture
 OPERATOR = "operator-password-for-tests"
-LIST_SHOT = ROOT / "docs" / "dashboard-jobs.png"
-JOB_SHOT = ROOT / "docs" / "dashboard-job.png"
 
 
 def _attr(driver: webdriver.Chrome, css: str, name: str) -> str | None:
@@ -133,8 +131,7 @@ def test_an_operator_starts_pauses_resumes_stops_a_job_and_adds_a_schedule(
             "each worker's share of the pages",
             timeout=30,
         )
-        JOB_SHOT.parent.mkdir(exist_ok=True)
-        assert driver.save_screenshot(str(JOB_SHOT))
+        assert driver.save_screenshot(str(screenshot_path("dashboard-job.png", tmp_path)))
 
         _click(driver, '#job-actions button[data-action="stop"]')
         wait_until(
@@ -175,7 +172,7 @@ def test_an_operator_starts_pauses_resumes_stops_a_job_and_adds_a_schedule(
             "job 2's live numbers",
             timeout=30,
         )
-        assert driver.save_screenshot(str(LIST_SHOT))
+        assert driver.save_screenshot(str(screenshot_path("dashboard-jobs.png", tmp_path)))
         # The Content-Security-Policy blocked nothing and the script raised nothing.
         problems = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert not problems, problems

@@ -1,7 +1,8 @@
 """The dashboard service for real: HTTP API, auth, /metrics, and its page in headless Chromium.
 
 The browser test drives Debian's ``chromium`` through ``chromium-driver`` (selenium) during a
-real two-worker crawl, and saves the screenshot shown in docs/dashboard.md (docs/dashboard.png).
+real two-worker crawl, and saves the screenshot shown in docs/dashboard.md (docs/dashboard.png) when
+CRAWLFLEET_SCREENSHOTS=docs.
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ import base64
 import time
 from pathlib import Path
 
-from ops_helpers import ROOT, assert_one_line_error, cli, cli_process, crawl_settings
+from ops_helpers import assert_one_line_error, cli, cli_process, crawl_settings
 from selenium import webdriver
-from support.dashboard import KEY, browser, snapshot, start_dashboard
+from support.dashboard import KEY, browser, screenshot_path, snapshot, start_dashboard
 from support.net import free_port
 from support.waiting import wait_until
 
 import redis_server
 
-SCREENSHOT = ROOT / "docs" / "dashboard.png"
 __all__ = ["start_dashboard"]  # the fixture
 
 
@@ -65,8 +65,7 @@ def test_page_shows_both_workers_and_growing_charts(
         state = snapshot(driver, "#state", "class")
         assert [s["class"] for s in state] == ["live"], state
         time.sleep(2)  # a few more points for a readable screenshot
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        assert driver.save_screenshot(str(SCREENSHOT))
+        assert driver.save_screenshot(str(screenshot_path("dashboard.png", tmp_path)))
         # The Content-Security-Policy blocked nothing and the script raised nothing.
         problems = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert not problems, problems

@@ -60,6 +60,7 @@ LEGACY = [
     (SpiderKeys("book").deadletter, "book:deadletter"),
     (SpiderKeys("book").frontier, "book:frontier"),
     (SpiderKeys("book").seq, "book:seq"),
+    (SpiderKeys("book").shard_count, "book:shards"),
     (SpiderKeys("book").total, "book:total"),
     (SpiderKeys("book").rabbitmq_workers, "book:rabbitmq:workers"),
     (SpiderKeys("book").rabbitmq_busy, "book:rabbitmq:busy"),
@@ -86,7 +87,11 @@ def test_every_key_is_documented_once() -> None:
         name
         for name in vars(SpiderKeys)
         if not name.startswith("_")
-        and name not in ("spider", "tagged", "for_url", "for_client", "prefix", "glob")
+        and name
+        not in (
+            *("spider", "tagged", "for_url", "for_client", "prefix", "glob"),
+            *("shard", "shards", "of_shards", "home"),  # a sharded crawl's shards
+        )
     }
     documented = [doc.attribute for doc in KEYS]
     assert sorted(documented) == sorted(members)
@@ -222,6 +227,7 @@ def _embedded_spellings(text: str, lineno: int) -> Iterator[tuple[int, str]]:
     [
         'key = f"{spider}:requests"',
         'key = f"{self.prefix}:leases:{w}"',
+        'key = f"{spider}~{j}:requests"',  # a shard's key (SpiderKeys(spider, …, shard, n))
         'key = spider + ":workers"',
         'key = "%(spider)s:items" % {"spider": s}',
         'key = "%s:seq" % spider',
