@@ -33,6 +33,7 @@ LIVE: dict[str, object] = {
     "CONCURRENT_REQUESTS": 2,
 }
 KEYS = SpiderKeys("site")
+KEYED = "crawlfleet.frontier.queues.KeyedPriorityQueue"
 
 
 def server_ms(client: redis.Redis) -> int:
@@ -154,16 +155,18 @@ def test_dropped_subscriptions_reap_nobody(site: Site, own_redis, start_worker, 
 # -- the reaper's rules, schedulers driven directly ---------------------------------------------
 
 
-def quiet_for(client: redis.Redis, scheduler: Scheduler, ms: int) -> None:
+def quiet_for(client: redis.Redis, scheduler: Scheduler, ms: int, keys: SpiderKeys = KEYS) -> None:
     """Make ``scheduler`` look silent for ``ms``: its last round trip and heartbeat moved back."""
     w = scheduler.worker
-    client.zincrby(KEYS.workers, -ms, w)
-    client.hincrby(KEYS.worker(w), "heartbeat", -ms)
+    client.zincrby(keys.workers, -ms, w)
+    client.hincrby(keys.worker(w), "heartbeat", -ms)
 
 
-def subscribed_since(client: redis.Redis, scheduler: Scheduler, ms: int) -> None:
+def subscribed_since(
+    client: redis.Redis, scheduler: Scheduler, ms: int, keys: SpiderKeys = KEYS
+) -> None:
     """Move back the time since which ``scheduler``'s subscription stands."""
-    client.hincrby(KEYS.worker(scheduler.worker), "alive_since", -ms)
+    client.hincrby(keys.worker(scheduler.worker), "alive_since", -ms)
 
 
 @pytest.fixture
@@ -240,3 +243,23 @@ def test_liveness_off_declares_nothing(
     subscribed_since(redis_client, reaper, 10_000)
     reaper._heartbeat()
     assert redis_client.zscore(KEYS.workers, off.worker) is not None
+
+
+def test_each_shard_reaps_a_worker_that_lost_its_subscriptions(
+    make_scheduler: MakeScheduler, redis_client: redis.Redis
+) -> None:
+    settings = {**LIVE, "SCHEDULER_SHARDS": 3, "SCHEDULER_QUEUE_CLASS": KEYED}
+    victim = make_scheduler(**settings)
+    victim._stop_loops()
+    reaper = make_scheduler(**settings)
+    shards = KEYS.of_shards(3)
+    for keys in shards:  # one subscription per shard, each to its shard's channel
+        assert int(redis_client.pubsub_numsub(keys.alive(victim.worker))[0][1]) == 1
+    for alive in victim._liveness:
+        alive.close()
+    for keys in shards:
+        quiet_for(redis_client, victim, 10_000, keys)
+        subscribed_since(redis_client, reaper, 10_000, keys)
+    reaper._heartbeat()
+    assert [redis_client.zscore(keys.workers, victim.worker) for keys in shards] == [None] * 3
+    assert all(redis_client.zscore(keys.workers, reaper.worker) for keys in shards)
