@@ -10,7 +10,10 @@ client must name its user in REDIS_URL (``redis://crawler:<password>@hub:6379/0`
   (:data:`AGENT_KEYS`: the agents' registry and records with their command lists, the job
   records, their histories and the two job indexes; the acks write-only, ``%W~``); the data,
   scripting and transaction commands, ``WAIT`` and ``TIME``; nothing of ``@dangerous`` or
-  ``@admin``, no ``SCRIPT FLUSH``/``KILL``, no ``FUNCTION``. It cannot read the account pool's
+  ``@admin``, no ``SCRIPT FLUSH``/``KILL``, no ``FUNCTION``; and the workers' liveness channels
+  (``&<spider>:alive:*`` and those of a sharded crawl's other shards: ``SUBSCRIBE`` and
+  ``SSUBSCRIBE`` to them, ``PUBSUB NUMSUB``/``SHARDNUMSUB`` from the frontier's scripts), no
+  other channel. It cannot read the account pool's
   keys, create a job (the job counter), touch the schedules, the scheduler's lock or the alerts'
   state. All workers share this one user, so it cannot tell one agent's record or command list
   from another's.
@@ -61,7 +64,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys, shards_glob
+from crawlfleet.frontier.keys import JobKeys, SpiderKeys, alive_globs, shards_glob
 
 ROLES = ("crawler", "proxypool", "accountpool", "dashboard", "operator")
 # The hub's own users with Sentinel failover: replication and the Sentinels.
@@ -106,6 +109,16 @@ _DATA_COMMANDS = (
     "-script|flush",
     "-script|kill",
     "-function",
+)
+# The workers' liveness subscriptions (crawlfleet.frontier.liveness): subscribing to their own
+# channels (sharded on a cluster) and counting a channel's subscribers from the frontier's scripts.
+_LIVENESS_COMMANDS = (
+    "+subscribe",
+    "+unsubscribe",
+    "+ssubscribe",
+    "+sunsubscribe",
+    "+pubsub|numsub",
+    "+pubsub|shardnumsub",
 )
 _DASHBOARD_COMMANDS = (
     "-@all",
@@ -216,11 +229,14 @@ def role_rules(role: str, spiders: Sequence[str], cluster: bool = False) -> Role
         if not names:
             raise AclError("the crawler user needs at least one spider (--spider)")
         agent = (*(f"~{k}" for k in AGENT_KEYS), *(f"%W~{k}" for k in AGENT_WRITES))
+        commands = _DATA_COMMANDS + _LIVENESS_COMMANDS
+        # the workers' liveness channels, of the home shard and of shards 1, 2, …
+        alive = tuple(f"&{glob}" for s in names for glob in alive_globs(s, cluster))
         if cluster:
             tagged = tuple(f"~{SpiderKeys(s, tagged=True).prefix}:*" for s in names)
-            keys = (*tagged, f"~{CHECK_KEYS}", *agent, *shards)
-            return RoleRules(role, keys, _DATA_COMMANDS + CLUSTER_DISCOVERY)
-        return RoleRules(role, (*own, f"~{CHECK_KEYS}", *agent, *shards), _DATA_COMMANDS)
+            keys = (*tagged, f"~{CHECK_KEYS}", *agent, *shards, *alive)
+            return RoleRules(role, keys, commands + CLUSTER_DISCOVERY)
+        return RoleRules(role, (*own, f"~{CHECK_KEYS}", *agent, *shards, *alive), commands)
     if role == "proxypool":
         return RoleRules(role, tuple(f"~{k}" for k in PROXYPOOL_KEYS), _DATA_COMMANDS)
     if role == "accountpool":

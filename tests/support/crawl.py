@@ -144,6 +144,19 @@ class Worker:
         return dict(json.loads(self.result.read_text()))
 
 
+def start_two(
+    start_worker: Callable[..., Worker], site: Site, settings: dict[str, object]
+) -> tuple[Worker, Worker]:
+    """A victim and a survivor on one crawl, returned once each has parsed three pages."""
+    victim = start_worker(site.url, settings, "victim")
+    survivor = start_worker(site.url, settings, "survivor")
+    wait_until(
+        lambda: len(victim.parsed()) >= 3 and len(survivor.parsed()) >= 3,
+        what="both workers to crawl",
+    )
+    return victim, survivor
+
+
 def assert_crawl_survived(site: Site, workers: list[Worker], bound: int, timeout: float) -> int:
     """After an outage of the frontier's Redis mid-crawl (a failover): every worker finished,
     having noticed and retried; every page was crawled and reached the spider, at most ``bound``

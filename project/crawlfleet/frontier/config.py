@@ -220,6 +220,8 @@ class FrontierConfig:
     url_schemes: tuple[str, ...] = DEFAULT_URL_SCHEMES
     # POLITENESS_KEY: the site of a request, as a keyed queue files it (host, domain or ip)
     site_kind: str = "host"
+    # SCHEDULER_LIVENESS: hold a liveness subscription, so a dead worker is reaped early
+    liveness: bool = True
     # SCHEDULER_SHARDS: shard k's queue key and start-URLs key (shard 0's are the two above;
     # the other shards' start-URLs keys only complete their scripts' KEYS and stay empty)
     shard_queue_keys: tuple[str, ...] = ()
@@ -322,6 +324,7 @@ class FrontierConfig:
             request_classes=request_classes_setting(settings),
             url_schemes=url_schemes_setting(settings),
             site_kind=site_kind,
+            liveness=settings.getbool("SCHEDULER_LIVENESS", True),
         )
 
     @property

@@ -155,6 +155,12 @@ def shards_glob(spider: str, tagged: bool = False) -> str:
     return ("{" + name + "}" if tagged else name) + ":*"
 
 
+def alive_globs(spider: str, tagged: bool = False) -> tuple[str, str]:
+    """ACL channel patterns of every worker's liveness channel (:meth:`SpiderKeys.alive`) of
+    ``spider``'s crawl: the home shard's, and those of shards 1, 2, … (of any count)."""
+    return SpiderKeys(spider, tagged).alive("*"), shards_glob(spider, tagged)[:-1] + "alive:*"
+
+
 def has_hash_tag(key: str) -> bool:
     """Whether Redis Cluster hashes only part of ``key`` (a non-empty ``{…}``)."""
     start = key.find("{")
@@ -251,6 +257,10 @@ class SpiderKeys:
 
     def worker_stats(self, worker: str) -> str:
         return self._key("stats", worker)
+
+    def alive(self, worker: str) -> str:
+        """The pub/sub channel a live worker stays subscribed to (a channel, not a key)."""
+        return self._key("alive", worker)
 
     @property
     def seeding(self) -> str:
@@ -506,7 +516,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "hash",
         "workers",
         "`info` (JSON: host, pid, spider), `started`, `heartbeat`, `leases`, `stopped`; "
-        "expires 24 h after the last heartbeat",
+        "`alive_ms`, `alive_sharded`, `alive_since` (its liveness subscription: the bound, "
+        "sharded or not, held since); expires 24 h after the last heartbeat",
     ),
     KeyDoc(
         "stats",
@@ -521,6 +532,15 @@ KEYS: tuple[KeyDoc, ...] = (
         "hash",
         "workers",
         "the same counters for one worker (expires 24 h after its last heartbeat)",
+    ),
+    KeyDoc(
+        "alive",
+        "pub/sub channel",
+        "workers",
+        "not a key: each live worker holds a subscription to it on a connection of its own "
+        "(sharded, `SSUBSCRIBE`, on a Redis Cluster); a registered worker with no subscriber "
+        "and no heartbeat for 1.5 heartbeat intervals is dead, and its leases are returned "
+        "(`SCHEDULER_LIVENESS`)",
     ),
     KeyDoc(
         "seeding",

@@ -12,7 +12,13 @@ The Lua functions see ``QK`` (the queue key) and ``SEQ`` (a counter key) as loca
     ``skip`` (a Lua set of ``nskip`` sites) names sites the worker cannot use now;
 ``q_requeue(lease_value)``
     put a leased entry back where it will be popped next;
-``q_len() -> integer``.
+``q_len() -> integer``;
+``q_flush()``
+    write what ``q_push`` recorded (every script that pushes calls it once, before it returns
+    or reads the queue; a queue that writes at once has an empty one). The keyed queue batches
+    its pushes there: one ``INCRBY`` of ``SEQ``, one ``ZADD`` per site, one ``HINCRBY`` of the
+    length and one ``ZADD NX`` of the ready sites per script call, instead of four commands a
+    request.
 
 ``PriorityQueue`` scores an entry by ``-priority`` and prefixes its member with a fixed-width
 sequence number, so higher priorities come first, equal priorities come out first-in-first-out,
@@ -97,7 +103,12 @@ class _ListQueue(RedisQueue):
         return int(self.client.llen(self.key))
 
 
-_LIST_COMMON = """
+# the queues that write at once: nothing to flush
+_NO_FLUSH = "local function q_flush() end\n"
+
+_LIST_COMMON = (
+    _NO_FLUSH
+    + """
 local function q_pop(n)
   local got = redis.call('LPOP', QK, n)
   local out = {}
@@ -109,6 +120,7 @@ end
 local function q_requeue(v) redis.call('LPUSH', QK, v) end
 local function q_len() return redis.call('LLEN', QK) end
 """
+)
 
 
 class FifoQueue(_ListQueue):
@@ -127,7 +139,9 @@ class PriorityQueue(RedisQueue):
     """Higher ``Request.priority`` first; first in, first out among equal priorities."""
 
     redis_type = "zset"
-    LUA = """
+    LUA = (
+        _NO_FLUSH
+        + """
 local function q_push(p, prio)
   local seq = redis.call('INCR', SEQ)
   redis.call('ZADD', QK, -tonumber(prio), string.format('%016x', seq) .. p)
@@ -147,6 +161,7 @@ local function q_requeue(v)
 end
 local function q_len() return redis.call('ZCARD', QK) end
 """
+    )
 
     def __len__(self) -> int:
         return int(self.client.zcard(self.key))
@@ -162,12 +177,43 @@ class KeyedPriorityQueue(RedisQueue):
     keyed = True
     LUA = """
 local KQ_READY = QK .. ':ready'
+local KQ_CHUNK = 2000  -- arguments per ZADD (unpack's limit is about 8000)
 local function kq_of(site) return QK .. ':site:' .. site end
+-- q_push records; q_flush numbers the batch in push order (FIFO among equal priorities) and
+-- writes it: one ZADD per site, one HINCRBY, one ZADD NX of the sites (each scored by its first
+-- entry's number, as single pushes would have).
+local kq_batch = {}
+local function kq_zadd(key, flag, args)
+  for i = 1, #args, KQ_CHUNK do
+    local last = math.min(i + KQ_CHUNK - 1, #args)
+    if flag then redis.call('ZADD', key, flag, unpack(args, i, last))
+    else redis.call('ZADD', key, unpack(args, i, last)) end
+  end
+end
 local function q_push(p, prio, site)
-  local seq = redis.call('INCR', SEQ)
-  redis.call('ZADD', kq_of(site), -tonumber(prio), string.format('%016x', seq) .. p)
-  redis.call('HINCRBY', QK, 'len', 1)
-  redis.call('ZADD', KQ_READY, 'NX', seq, site)
+  kq_batch[#kq_batch + 1] = {p, -tonumber(prio), site}
+end
+local function q_flush()
+  local n = #kq_batch
+  if n == 0 then return end
+  local seq = redis.call('INCRBY', SEQ, n) - n
+  local by_site, sites, ready = {}, {}, {}
+  for i, e in ipairs(kq_batch) do
+    local args = by_site[e[3]]
+    if not args then
+      args = {}
+      by_site[e[3]] = args
+      sites[#sites + 1] = e[3]
+      ready[#ready + 1] = seq + i
+      ready[#ready + 1] = e[3]
+    end
+    args[#args + 1] = e[2]
+    args[#args + 1] = string.format('%016x', seq + i) .. e[1]
+  end
+  kq_batch = {}
+  for _, site in ipairs(sites) do kq_zadd(kq_of(site), nil, by_site[site]) end
+  redis.call('HINCRBY', QK, 'len', n)
+  kq_zadd(KQ_READY, 'NX', ready)
 end
 local function q_pop(n, skip, nskip)
   local out = {}

@@ -31,6 +31,7 @@ from crawlfleet.frontier.config import (
 )
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
+from crawlfleet.frontier.liveness import Liveness
 from crawlfleet.frontier.queues import RedisQueue
 from crawlfleet.frontier.serialization import RequestCodec
 from crawlfleet.frontier.shards import Shard, record_shard_count, shard_of
@@ -148,6 +149,9 @@ class Scheduler(FrontierScheduler):
         self._info = json.dumps(
             {"host": socket.gethostname(), "pid": os.getpid(), "spider": config.spider}
         )
+        # one liveness subscription per shard (each shard reaps its own workers)
+        beat, live = config.heartbeat_interval, config.liveness
+        self._liveness = [Liveness(client, s.keys, self.worker, beat, live) for s in self.shards]
 
     @classmethod
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
@@ -176,7 +180,10 @@ class Scheduler(FrontierScheduler):
         # Every shard registers this worker; the home shard last: it seeds only when the whole
         # crawl is empty (the home claim sees its own shard only).
         for shard in (*self.shards[1:], self.home):
-            claimed, status = self._claim(keys=shard.script_keys, args=[*shard.args, self._info])
+            alive = self._liveness[shard.index]
+            alive.subscribe()  # before registering: reapers may rely on it from then on
+            args = [*shard.args, self._info, *alive.claim_args()]
+            claimed, status = self._claim(keys=shard.script_keys, args=args)
             shard.status = ClusterStatus(status)
             if int(claimed) and shard is not self.home:
                 self.client.delete(shard.keys.seeding)  # only the home shard's flag counts
@@ -224,6 +231,8 @@ class Scheduler(FrontierScheduler):
         self._collect_finished()
         # Whatever is still buffered or in flight goes back to the queue now, not after a timeout.
         self._sync("release", 0)
+        for alive in self._liveness:
+            alive.close()
         for shard in self.shards:
             shard.df.close(reason)
         if not self.config.persist and self.client.zcard(self.keys.workers) == 0:
@@ -484,7 +493,9 @@ class Scheduler(FrontierScheduler):
             args.extend(pair)
         args.extend(sites)
         try:
-            reaped, requeued, popped, status = self._sync_script(keys=shard.script_keys, args=args)
+            reaped, requeued, popped, status, subscribed = self._sync_script(
+                keys=shard.script_keys, args=args
+            )
         except redis.RedisError as exc:
             self._redis_error(mode, exc)
             return None
@@ -494,6 +505,7 @@ class Scheduler(FrontierScheduler):
         if release_seed:
             self._seed_released = True
         shard.status = ClusterStatus(status)
+        self._liveness[shard.index].checked(int(subscribed))
         self._status = ClusterStatus.of_shards([s.status for s in self.shards])
         if int(reaped) and mode != "release":
             # Our heartbeat lapsed and another worker gave our leases back to the queue: the

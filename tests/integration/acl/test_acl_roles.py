@@ -63,6 +63,11 @@ def test_a_frontier_crawl_works_as_the_crawler_user(
     assert site.crawled() == site.expected()
     assert max(site.hits[p] for p in site.expected()) == 1
     assert worker.summary()["reason"] == "finished"
+    # it held its liveness subscription (SCHEDULER_LIVENESS) as the crawler user
+    assert "SCHEDULER_LIVENESS" not in worker.log.read_text()
+    operator = client(hub, "operator")
+    declared = [operator.hget(k, "alive_ms") for k in operator.scan_iter(f"{SPIDER}:worker:*")]
+    assert declared and all(int(v or 0) > 0 for v in declared)
     # the crawler's own preflight passes (its probe key is allowed, INFO is not and need not be)
     done = cli("check", "--redis-url", hub.url("crawler"))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -187,3 +192,23 @@ def test_a_user_without_rights_gets_one_line_naming_it(hub: SecureRedis) -> None
     assert seeded.returncode != 0
     said = seeded.stderr.strip().splitlines()
     assert len(said) == 1 and "permission" in said[0].lower(), seeded.stderr
+
+
+def test_the_crawler_subscribes_to_its_liveness_channels_only(hub: SecureRedis) -> None:
+    crawler = client(hub, "crawler")
+    own = crawler.pubsub()
+    own.subscribe(f"{SPIDER}:alive:w1")
+    assert own.get_message(timeout=5)["type"] == "subscribe"
+    counted = crawler.eval(
+        "return redis.call('PUBSUB', 'NUMSUB', ARGV[1])", 0, f"{SPIDER}:alive:w1"
+    )
+    assert counted[1] == 1
+    own.close()
+    for channel in (f"{SPIDER}:other", "other:alive:w1"):
+        other = crawler.pubsub()
+        other.subscribe(channel)
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            other.get_message(timeout=5)
+        other.close()
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        crawler.publish(f"{SPIDER}:alive:w1", "x")

@@ -1,5 +1,6 @@
 """Sentinel failover under a crawl: the primary is killed with SIGKILL at 30 % and the crawl ends
-with every page, twice at most for what was in flight; the clients follow the new primary."""
+with every page, twice at most for what was in flight; the clients (and the workers' liveness
+subscriptions) follow the new primary."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from support.sentinel import SentinelGroup
 from support.services import start_process, stop_process, wait_healthy
 from support.waiting import wait_until
 
+from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.redisconn import check_connection, get_redis
 
 CONCURRENT, PREFETCH = 2, 2
 API_KEY = "sentinel-pool-test-key-0123"
+KEYS = SpiderKeys("site")
 
 
 def test_primary_sigkill_at_30_percent_loses_no_page(
@@ -50,6 +53,15 @@ def test_primary_sigkill_at_30_percent_loses_no_page(
         0.01,
     )
     first_enqueue = time.monotonic() - killed
+    # the liveness subscriptions follow the primary: each worker's next heartbeat there finds
+    # its channel empty and it subscribes again, through the Sentinels, on the new primary
+    ids = [m.decode() for m in primary.zrange(KEYS.workers, 0, -1)]
+    assert len(ids) == 2
+    wait_until(
+        lambda: all(primary.pubsub_numsub(KEYS.alive(w))[0][1] == 1 for w in ids),
+        "the liveness subscriptions on the new primary",
+        30,
+    )
     # beyond what was in flight: each worker's downloads plus its prefetched batch
     twice = assert_crawl_survived(site, workers, 2 * (CONCURRENT + PREFETCH), 120)
     assert_redis_drained(primary)

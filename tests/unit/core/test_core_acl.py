@@ -50,8 +50,11 @@ def test_the_agent_keys_and_the_dashboard_info() -> None:
         "~crawlfleet:jobs:active",
         "%W~crawlfleet:ack:*",
         "~book~*:*",  # the keys of a sharded crawl's shards 1, 2, … (SCHEDULER_SHARDS)
+        "&book:alive:*",  # the workers' liveness channels (home shard, shards 1, 2, …) only
+        "&book~*:alive:*",
     )
-    assert acl.role_rules("crawler", ["book"], cluster=True).keys[-1] == "~{book~*}:*"
+    assert "+pubsub|numsub" in crawler.commands and "+publish" not in crawler.commands
+    assert acl.role_rules("crawler", ["book"], cluster=True).keys[-3] == "~{book~*}:*"
     assert "%R~book~*:*" in acl.role_rules("dashboard", ["book"]).keys
     # INFO is in @dangerous: Redis applies the rules in order, so +info must come after it
     commands = acl.role_rules("dashboard", ["book"]).commands
@@ -138,6 +141,8 @@ def test_a_cluster_s_crawler_uses_the_tagged_keys_and_finds_the_slots(
 ) -> None:
     crawler = acl.role_rules("crawler", ["book"], cluster=True)
     assert crawler.keys[0] == "~{book}:*" and "~book:*" not in crawler.keys
+    assert crawler.keys[-2:] == ("&{book}:alive:*", "&{book~*}:alive:*")
+    assert "+ssubscribe" in crawler.commands
     assert set(acl.CLUSTER_DISCOVERY) <= set(crawler.commands)
     assert not any(c in crawler.commands for c in ("+cluster", "+cluster|addslots", "+@all"))
     admin = acl.role_rules("cluster", ["book"], cluster=True)

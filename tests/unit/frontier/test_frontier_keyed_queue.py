@@ -18,7 +18,9 @@ from crawlfleet.frontier import scripts
 from crawlfleet.frontier.queues import KeyedPriorityQueue, PriorityQueue
 
 QK, SEQ, SK = "t:requests", "t:seq", "t:start_urls"
-PUSH = "for i = 5, #ARGV, 3 do q_push(ARGV[i], ARGV[i + 1], ARGV[i + 2]) end return q_len()"
+PUSH = (
+    "for i = 5, #ARGV, 3 do q_push(ARGV[i], ARGV[i + 1], ARGV[i + 2]) end q_flush() return q_len()"
+)
 POP = """local skip, n = {}, tonumber(ARGV[5])
 for i = 6, #ARGV do skip[ARGV[i]] = true end
 return q_pop(n, skip, #ARGV - 5)"""
@@ -66,6 +68,46 @@ def test_priority_then_fifo_within_a_site(keyed: Keyed) -> None:
     assert keyed.push(("dup", 0, "a"), ("dup", 0, "a")) == 7  # identical entries stay apart
     assert payloads(keyed.pop(7)) == ["a2", "a5", "a1", "a3", "dup", "dup", "a4"]
     assert len(keyed.queue) == 0
+
+
+def _calls(client: redis.Redis) -> Counter[str]:
+    """Commands run so far, by name (scripts' own commands included)."""
+    stats = client.info("commandstats")
+    return Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
+
+
+def test_a_multi_site_batch_is_one_write_per_site(keyed: Keyed) -> None:
+    keyed.push(("old", 0, "b"))  # b is ready already: its turn is kept
+    before = _calls(keyed.client)
+    batch = [("a0", 0, "a"), ("b0", 0, "b"), ("a1", 3, "a"), ("c0", 0, "c"), ("a2", 0, "a")]
+    assert keyed.push(*batch) == 6
+    ran = _calls(keyed.client) - before
+    # one INCRBY, a ZADD per site (3), one HINCRBY, one ZADD NX of the sites, the HGET of q_len
+    assert (ran["incrby"], ran["incr"], ran["zadd"], ran["hincrby"]) == (1, 0, 4, 1)
+    ready = keyed.client.zrange(keyed.queue.ready, 0, -1, withscores=True)
+    assert [site for site, _ in ready] == [b"b", b"a", b"c"]  # scored by its first entry
+    got = payloads(keyed.pop(6))
+    assert [p for p in got if p[0] == "a"] == ["a1", "a0", "a2"]  # priority, then push order
+    assert [p for p in got if p[0] != "a"] == ["old", "b0", "c0"]
+    # numbered in push order: FIFO among equal priorities across batches too
+    keyed.push(("x0", 0, "x"), ("x1", 0, "x"))
+    keyed.push(("x2", 0, "x"))
+    assert payloads(keyed.pop(3)) == ["x0", "x1", "x2"]
+
+
+def test_a_batch_larger_than_one_zadd(keyed: Keyed) -> None:
+    entries = [(f"e{i}", 0, f"s{i % 2}") for i in range(2500)]
+    assert keyed.push(*entries) == 2500
+    assert keyed.queue.sites() == 2
+    got = payloads(keyed.pop(2500))
+    assert sorted(got) == sorted(e for e, _, _ in entries)
+    assert [p for p in got if int(p[1:]) % 2 == 0] == [f"e{i}" for i in range(0, 2500, 2)]
+
+
+def test_every_script_that_pushes_flushes() -> None:
+    for name in ("enqueue.lua", "feed.lua", "requeue_failed.lua"):
+        body = scripts.lua(name)
+        assert "q_push(" in body and "q_flush()" in body.split("q_push(")[-1], name
 
 
 def test_a_pop_spreads_over_the_sites(keyed: Keyed) -> None:

@@ -53,6 +53,7 @@ LEGACY = [
     (SpiderKeys("book").worker(W), "book:worker:h:1:a"),
     (SpiderKeys("book").stats, "book:stats"),
     (SpiderKeys("book").worker_stats(W), "book:stats:h:1:a"),
+    (SpiderKeys("book").alive(W), "book:alive:h:1:a"),
     (SpiderKeys("book").seeding, "book:seeding"),
     (SpiderKeys("book").paused, "book:paused"),
     (SpiderKeys("book").failed, "book:failed"),

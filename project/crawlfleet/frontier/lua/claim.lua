@@ -1,10 +1,16 @@
 -- Register, reap the dead, and claim seeding if the whole crawl is empty and nobody else lives.
--- ARGV[5] = worker info (JSON). Returns {claimed, cluster()}.
+-- ARGV[5] = worker info (JSON), ARGV[6] = how long (ms) after its last heartbeat this worker
+-- may be reaped once its liveness channel has no subscriber (0: only at its deadline), ARGV[7] =
+-- '1' when that channel is sharded (Redis Cluster); the worker subscribed just before.
+-- Returns {claimed, cluster()}.
 local now = now_ms()
 reap(now)
 redis.call('ZADD', WORKERS, now + LEASE_MS, W)
 local wk = worker_of(W)
-redis.call('HSET', wk, 'info', ARGV[5], 'heartbeat', now, 'started', now, 'leases', 0)
+local alive_ms = tonumber(ARGV[6]) or 0
+redis.call('HSET', wk, 'info', ARGV[5], 'heartbeat', now, 'started', now, 'leases', 0,
+           'alive_ms', alive_ms, 'alive_sharded', ARGV[7] or '0',
+           'alive_since', alive_ms > 0 and now or 0)
 redis.call('PEXPIRE', wk, 86400000)
 local st = cluster()
 local live = redis.call('ZCOUNT', WORKERS, now, '+inf')

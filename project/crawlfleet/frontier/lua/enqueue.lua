@@ -15,4 +15,5 @@ for i = 5, #ARGV, 5 do
     out[#out + 1] = 0
   end
 end
+q_flush()
 return out

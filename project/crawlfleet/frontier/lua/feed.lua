@@ -23,4 +23,5 @@ for i = 5, #ARGV, 6 do
   end
   out[#out + 1] = res
 end
+q_flush()
 return out

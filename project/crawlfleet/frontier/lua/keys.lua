@@ -15,4 +15,5 @@ local RABBITMQ_BUSY = P .. ':rabbitmq:busy'
 local function leases_of(w) return P .. ':leases:' .. w end
 local function worker_of(w) return P .. ':worker:' .. w end
 local function worker_stats_of(w) return P .. ':stats:' .. w end
+local function alive_of(w) return P .. ':alive:' .. w end
 local function rabbitmq_outbox_of(w) return P .. ':rabbitmq:outbox:' .. w end

@@ -19,6 +19,7 @@ for j = 1, n do
     pushed = pushed + 1
   end
 end
+q_flush()
 stat('scheduler/requeued_failed', pushed)
 stat('scheduler/deadletter', dead)
 return {pushed, dead}

@@ -6,6 +6,7 @@
 -- lease ids, then (lease id, failed-entry JSON) pairs, (lease id, dead-letter JSON) pairs and
 -- (stat, delta) pairs counted by the worker since its last SYNC, then the sites the pop should
 -- skip (a keyed queue's sites whose requests the worker already holds and cannot send yet).
+-- Returns {reaped (1: our deadline had passed), requeued, popped, cluster(), subscribed}.
 local mode, npop = ARGV[5], tonumber(ARGV[6])
 local nack, nfail, ndead = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local nstat, nskip = tonumber(ARGV[12]), tonumber(ARGV[13])
@@ -51,10 +52,21 @@ if ARGV[7] == '1' and redis.call('GET', SEEDING) == W then redis.call('DEL', SEE
 local requeued = 0
 local popped = {}
 local paused
+-- on a beat, the subscribers of this worker's liveness channel (-1: it declared none), so that it
+-- subscribes again when a restart, failover or CLIENT KILL dropped its subscription
+local subscribed = -1
 if mode == 'beat' then
   requeued = reap(now)
   local wk = worker_of(W)
-  redis.call('HSET', wk, 'info', ARGV[8], 'heartbeat', now, 'leases', redis.call('HLEN', lk))
+  -- alive_since: since when this worker's subscription stands (0: it has none)
+  local alive = redis.call('HMGET', wk, 'alive_ms', 'alive_sharded', 'alive_since')
+  local since = tonumber(alive[3]) or 0
+  if (tonumber(alive[1]) or 0) > 0 then
+    subscribed = alive_subscribers(W, alive[2])
+    if subscribed == 0 then since = 0 elseif since == 0 then since = now end
+  end
+  redis.call('HSET', wk, 'info', ARGV[8], 'heartbeat', now, 'leases', redis.call('HLEN', lk),
+             'alive_since', since)
   redis.call('PEXPIRE', wk, 86400000)
   redis.call('PEXPIRE', worker_stats_of(W), 86400000)
 elseif mode == 'release' then
@@ -84,4 +96,4 @@ if mode == 'pop' and npop > 0 and paused == 0 then
     stat('scheduler/dequeued', n)
   end
 end
-return {reaped, requeued, popped, cluster(paused)}
+return {reaped, requeued, popped, cluster(paused), subscribed}
