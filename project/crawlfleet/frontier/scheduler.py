@@ -121,8 +121,9 @@ class Scheduler(FrontierScheduler):
             )
         self.home = self.shards[0]
         self._keys, self._args = self.home.script_keys, self.home.args
-        # the shard the next pop starts at (each pop starts one further: fair round robin)
-        self._next_shard = 0
+        # the shard the next pop starts at (each pop starts one further: fair round robin); each
+        # worker starts at its own, so that workers started together do not all ask shard 0 first
+        self._next_shard = shard_of(self.worker, len(self.shards))
         lua_q, lua_df = type(queue).LUA, dupefilter.LUA_CHECK_AND_ADD
         self._enqueue = client.register_script(scripts.build(lua_q, lua_df, scripts.ENQUEUE))
         self._feed_script = client.register_script(scripts.build(lua_q, lua_df, scripts.FEED))
