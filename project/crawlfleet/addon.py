@@ -9,8 +9,9 @@ proxy and authorization downloader middlewares (clients of the hub's two pools),
 middleware (the cluster's rate budget per site on the hub: ``POLITENESS_*``), the items
 pipeline and the worker stats extension, each configured from the worker environment of the
 fleet: ``REDIS_URL``, ``PROXYPOOL_URL``, ``PROXYPOOL_API_KEY``, ``ACCOUNTPOOL_URL``,
-``ACCOUNTPOOL_API_KEY``, ``ACCOUNTPOOL_SITE``, ``SCHEDULER_QUEUE_CLASS``, ``RABBITMQ_URL`` and
-``POLITENESS_SITES`` (the inventory's per-site rates, JSON; see docs/reference/settings.md).
+``ACCOUNTPOOL_API_KEY``, ``ACCOUNTPOOL_SITE``, ``SCHEDULER_QUEUE_CLASS``, ``RABBITMQ_URL``,
+``POLITENESS_SITES`` (the inventory's per-site rates, JSON; see docs/reference/settings.md),
+``SCHEDULER_WAIT_REPLICAS`` and ``SCHEDULER_SHARDS``.
 
 Priorities follow Scrapy's: the add-on sets everything at ``addon`` priority, so whatever the
 project (or the spider, or ``-s``) set explicitly keeps its value; a component the project already
@@ -53,6 +54,8 @@ ENVIRONMENT = (
     "POLITENESS_SITES",
     # 0 on a Redis Cluster without replicas (crawlfleet_redis_cluster_replicas 0)
     "SCHEDULER_WAIT_REPLICAS",
+    # one crawl split over a Redis Cluster's primaries (crawler_extra_env, docs/deploy.md)
+    "SCHEDULER_SHARDS",
 )
 
 # (component priority dict setting, component path, order, the setting naming its URL)

@@ -124,6 +124,16 @@ def test_on_the_fleet_the_inventory_sets_per_site_politeness_rates() -> None:
         PolitenessConfig.from_settings(_applied(project, {"POLITENESS_SITES": "{"}), "book")
 
 
+def test_on_the_fleet_the_inventory_shards_the_crawl() -> None:
+    from crawlfleet.frontier.config import FrontierConfigError, shards_setting
+
+    project = {"REDIS_URL": "redis://127.0.0.1:6379/0", "FLEET_ENVIRONMENT_WINS": True}
+    assert shards_setting(_applied(project, FLEET_ENV)) == 1
+    assert shards_setting(_applied(project, {**FLEET_ENV, "SCHEDULER_SHARDS": "3"})) == 3
+    with pytest.raises(FrontierConfigError, match=r"^SCHEDULER_SHARDS .*three"):
+        shards_setting(_applied(project, {**FLEET_ENV, "SCHEDULER_SHARDS": "three"}))
+
+
 def test_fleet_settings_take_the_project_module_and_add_the_addon(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
