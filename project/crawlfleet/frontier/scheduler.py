@@ -144,6 +144,9 @@ class Scheduler(FrontierScheduler):
         self._last_sync = 0.0
         # a keyed queue's look further that found no site but these (and when)
         self._no_other_site: tuple[set[str], float] = (set(), 0.0)
+        # shards this worker just gave its unknown leases back to (and so left): the next round
+        # trip there registers it again, which is no missed deadline
+        self._rejoining: set[int] = set()
         # how long an idle worker waits before its next look: SCHEDULER_IDLE_POLL_INTERVAL,
         # doubled after every look that found nothing to do, up to SCHEDULER_IDLE_POLL_MAX
         self._idle_wait = config.idle_poll_interval
@@ -508,7 +511,10 @@ class Scheduler(FrontierScheduler):
         shard.status = ClusterStatus(status)
         self._liveness[shard.index].checked(int(subscribed))
         self._status = ClusterStatus.of_shards([s.status for s in self.shards])
-        if int(reaped) and mode != "release":
+        rejoined = shard.index in self._rejoining and mode != "release"
+        if rejoined:
+            self._rejoining.discard(shard.index)
+        if int(reaped) and mode != "release" and not rejoined:
             # Our heartbeat lapsed and another worker gave our leases back to the queue: the
             # prefetched requests are someone else's now.
             mine = [lease for lease in self._buffer if lease.shard == shard.index]
@@ -540,8 +546,18 @@ class Scheduler(FrontierScheduler):
             extra={"spider": self.spider},
         )
         if self._sync("release", 0):  # the next round trip registers this worker again
+            self._rejoining = {shard.index for shard in self.shards}
             for shard in self.shards:
                 self.client.hdel(shard.keys.worker(self.worker), "stopped")
+
+    def _holds_unknown_leases(self) -> bool:
+        """Whether Redis, at the last round trip to every shard, held leases for this worker
+        while it holds none: no prefetched request, none with the engine (and it is not
+        seeding: giving leases back leaves the crawl, and the seeding flag with it)."""
+        seeding = self._seeding and not self._seed_released
+        return bool(
+            self._status.leased_by_me and not self._buffer and not self._inflight and not seeding
+        )
 
     def _take(self, popped: list[bytes], shard: Shard) -> None:
         for i in range(0, len(popped), 2):
@@ -640,7 +656,10 @@ class Scheduler(FrontierScheduler):
     def _heartbeat(self) -> None:
         self._collect_finished()
         self._check_seeding_done()
-        self._sync("beat", 0)
+        if self._sync("beat", 0) and self._holds_unknown_leases():
+            # Given back here, not only when idle: another worker holding such leases too keeps
+            # this one from ever going idle (each counts the other's as work leased elsewhere).
+            self._return_orphans()
 
     def _poke(self) -> None:
         """Wake the engine while waiting for other workers (its own heartbeat is 5 s)."""
@@ -653,14 +672,22 @@ class Scheduler(FrontierScheduler):
         self._collect_finished()
         self._check_seeding_done()
         synced = self._sync("pop", 0 if self._status.paused else self.config.prefetch)
-        if self._buffer or not synced or self._status.busy(self.worker):
-            # busy includes a pause: a paused crawl is never finished
+        if self._buffer or not synced:
             self._idle_since = None
             raise DontCloseSpider
-        if self._status.leased_by_me or self._pending or any(s.owes() for s in self.shards):
+        if self._holds_unknown_leases():
+            # Leases Redis holds for us that we do not know (a failover lost a pop's reply or an
+            # ack) go back first: every other worker counts them as work leased elsewhere.
             self._idle_since = None
-            if self._status.leased_by_me and not self._inflight:
-                self._return_orphans()
+            self._return_orphans()
+            raise DontCloseSpider
+        if (
+            self._status.busy(self.worker)  # busy includes a pause: a paused crawl never ends
+            or self._status.leased_by_me
+            or self._pending
+            or any(s.owes() for s in self.shards)
+        ):
+            self._idle_since = None
             raise DontCloseSpider
         now = time.monotonic()
         if self._idle_since is None:

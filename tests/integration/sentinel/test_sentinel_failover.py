@@ -164,3 +164,39 @@ def test_a_lease_the_worker_does_not_know_is_returned(
     assert site.hits["/p/9"] == 2  # once from the crawl, once as the returned lease
     assert "does not know" in worker.log.read_text()
     assert_redis_drained(client)
+
+
+def test_two_workers_each_holding_an_unknown_lease_both_finish(
+    site: Site, redis_url: str, start_worker
+) -> None:
+    """A failover can cost both workers an ack or a pop's reply: each then holds a lease it does
+    not know, and each sees the other's as work still leased elsewhere. Each gives its own back
+    (it would otherwise wait for the other forever: CI saw this hang)."""
+    site.pages = 10
+    client = redis.Redis.from_url(redis_url)
+    seconds, micros = client.time()
+    later = seconds * 1000 + micros // 1000 + 60_000  # registered as if still alive
+    # the crawl is under way (nobody seeds): w-a's unknown lease is the start page, w-b's /p/9
+    for worker, page in (("w-a", 0), ("w-b", 9)):
+        orphan = json.dumps({"url": f"{site.url}/p/{page}", "dont_filter": True})
+        client.hset(KEYS.leases(worker), f"99999{page}", orphan)  # ids no pop gives
+        client.zadd(KEYS.workers, {worker: later})
+    workers = [
+        start_worker(
+            site.url,
+            frontier_settings(
+                redis_url,
+                SCHEDULER_WORKER_ID=worker,
+                SCHEDULER_QUEUE_CLASS="crawlfleet.frontier.queues.FifoQueue",
+            ),
+            worker,
+        )
+        for worker in ("w-a", "w-b")
+    ]
+    for worker in workers:
+        assert worker.wait() == 0
+    assert site.crawled() == site.expected()
+    assert site.hits["/p/0"] == 1 and site.hits["/p/9"] == 2  # from the tree, and as a lease
+    for worker in workers:
+        assert "does not know" in worker.log.read_text()
+    assert_redis_drained(client)
