@@ -37,6 +37,7 @@ from crawlfleet.frontier.config import redis_from_settings, redis_url
 from crawlfleet.frontier.fullhub import FullHub, is_full
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.redisconn import mask_url
+from crawlfleet.settingvalues import flag
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class WorkerStats:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        if not crawler.settings.getbool("WORKERSTATS_ENABLED", True):
+        if not flag(crawler.settings, "WORKERSTATS_ENABLED", True):
             raise NotConfigured("WORKERSTATS_ENABLED is False")
         interval = _positive(crawler, "WORKERSTATS_INTERVAL", 10.0)
         history = _positive(crawler, "WORKERSTATS_HISTORY", clusterview.HISTORY)

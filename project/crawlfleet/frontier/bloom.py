@@ -54,6 +54,7 @@ from scrapy.settings import BaseSettings
 
 from crawlfleet.frontier.keys import BLOOMFILTER_KEY, has_hash_tag
 from crawlfleet.redisconn import is_cluster_url
+from crawlfleet.settingvalues import flag
 
 logger = logging.getLogger(__name__)
 
@@ -772,8 +773,8 @@ class BloomFilter:
         if not calls:
             return []
         result = [False] * len(items)
-        for position, flag in zip(order, b"".join(self._evalsha_many(script, calls)), strict=True):
-            result[position] = flag == 49  # b"1"
+        for position, bit in zip(order, b"".join(self._evalsha_many(script, calls)), strict=True):
+            result[position] = bit == 49  # b"1"
         return result
 
     def _evalsha_many(self, script: Any, calls: Sequence[tuple[str, bytes, int]]) -> list[bytes]:
@@ -961,15 +962,8 @@ def layout_from_settings(
         name: _setting(settings, f"BLOOMFILTER_{name.upper()}", int)
         for name in ("bit", "hash_number", "blocks")
     }
-    try:
-        scalable = settings.getbool(
-            "BLOOMFILTER_SCALABLE", not any(v is not None for v in fixed.values())
-        )
-    except ValueError:
-        raise BloomConfigError(
-            f"BLOOMFILTER_SCALABLE must be True or False, got "
-            f"{settings.get('BLOOMFILTER_SCALABLE')!r}"
-        ) from None
+    unsized = not any(v is not None for v in fixed.values())
+    scalable = flag(settings, "BLOOMFILTER_SCALABLE", unsized, BloomConfigError)
     if scalable:
         given = [f"BLOOMFILTER_{n.upper()}" for n, v in fixed.items() if v is not None]
         if given:

@@ -33,6 +33,7 @@ from crawlfleet.redisconn import (
     is_sentinel_url,
     mask_url,
 )
+from crawlfleet.settingvalues import flag
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # socket_timeout bounds how long any frontier call can block the reactor: no retries inside a
@@ -303,12 +304,12 @@ class FrontierConfig:
             queue_key=_key(settings, QUEUE_KEY, spider),
             dupefilter_key=_key(settings, DUPEFILTER_KEY, spider),
             start_urls_key=_key(settings, START_URLS_KEY, spider),
-            start_urls_as_set=settings.getbool("REDIS_START_URLS_AS_SET", False),
+            start_urls_as_set=_flag(settings, "REDIS_START_URLS_AS_SET", False),
             start_urls_batch_size=_positive_int("REDIS_START_URLS_BATCH_SIZE", batch),
             queue_class=queue_class,
             serializer=serializer,
-            persist=settings.getbool("SCHEDULER_PERSIST", True),
-            flush_on_start=settings.getbool("SCHEDULER_FLUSH_ON_START", False),
+            persist=_flag(settings, "SCHEDULER_PERSIST", True),
+            flush_on_start=_flag(settings, "SCHEDULER_FLUSH_ON_START", False),
             idle_before_close=idle_before_close,
             lease_timeout=lease_timeout,
             heartbeat_interval=heartbeat,
@@ -316,7 +317,7 @@ class FrontierConfig:
             prefetch=prefetch,
             # never shorter than SCHEDULER_IDLE_POLL_INTERVAL, where the back-off starts
             idle_poll_max=max(idle_poll, _positive(settings, "SCHEDULER_IDLE_POLL_MAX", 2.0)),
-            enqueue_batch=settings.getbool("SCHEDULER_ENQUEUE_BATCH", False),
+            enqueue_batch=_flag(settings, "SCHEDULER_ENQUEUE_BATCH", False),
             seen_cache=_count_setting(settings, "SCHEDULER_SEEN_CACHE", 100_000),
             wait_replicas=_count_setting(settings, "SCHEDULER_WAIT_REPLICAS", default_wait(url)),
             wait_timeout_ms=int(_positive(settings, "SCHEDULER_WAIT_TIMEOUT", 1.0) * 1000),
@@ -324,7 +325,7 @@ class FrontierConfig:
             request_classes=request_classes_setting(settings),
             url_schemes=url_schemes_setting(settings),
             site_kind=site_kind,
-            liveness=settings.getbool("SCHEDULER_LIVENESS", True),
+            liveness=_flag(settings, "SCHEDULER_LIVENESS", True),
         )
 
     @property
@@ -351,6 +352,10 @@ class FrontierConfig:
     @property
     def masked_url(self) -> str:
         return mask_url(self.url)
+
+
+def _flag(settings: BaseSettings, name: str, default: bool) -> bool:
+    return flag(settings, name, default, FrontierConfigError)
 
 
 def _positive_int(name: str, raw: Any) -> int:

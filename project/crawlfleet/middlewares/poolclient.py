@@ -26,6 +26,7 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import is_asyncio_available
 
 from crawlfleet.redisconn import tls_problem
+from crawlfleet.settingvalues import flag
 
 #: The fleet's CA bundle, for every pool whose own ``<POOL>_CA_FILE`` is not set.
 FLEET_CA_SETTING = "CRAWLFLEET_CA_FILE"
@@ -205,7 +206,7 @@ def pool_from_settings(
     ``stats_prefix`` names its counters (``proxy/pool/requests``).
     Raises ``NotConfigured`` with the reason when the middleware cannot work.
     """
-    if not settings.getbool(switch, True):
+    if not flag(settings, switch, True):
         raise NotConfigured(f"{switch} is False")
     url = require_url(settings.get(f"{pool}_URL"), f"{pool}_URL")
     require_asyncio(component)

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from crawlfleet.settingvalues import flag
+
 if TYPE_CHECKING:  # read through its methods only: a worker's clients need not import Scrapy
     from scrapy.settings import BaseSettings
 
@@ -139,12 +141,7 @@ def _whole(settings: BaseSettings, name: str, default: int) -> int:
 
 
 def _bool(settings: BaseSettings, name: str, default: bool = True) -> bool:
-    try:
-        return settings.getbool(name, default)
-    except (TypeError, ValueError):
-        raise PolitenessConfigError(
-            f"{name} must be true or false, got {settings.get(name)!r}"
-        ) from None
+    return flag(settings, name, default, PolitenessConfigError)
 
 
 def _lookahead(settings: BaseSettings) -> int:
