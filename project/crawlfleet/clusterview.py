@@ -735,6 +735,7 @@ def spider_snapshot(
         "paused": paused is not None and not isinstance(paused, Exception),
         "queue_key": queue_key,
         "queue_class": queue_class.rsplit(".", 1)[-1] or None,
+        "shards": 1 + len(others),
         "queued": queued if isinstance(queued, int) else None,
         "start_urls": start_urls if isinstance(start_urls, int) else None,
         "leased": sum(r["leased"] for r in worker_rows),

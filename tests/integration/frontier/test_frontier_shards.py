@@ -96,6 +96,7 @@ def test_another_worker_and_the_operator_tools_see_every_shard(
     b = make_scheduler(SCHEDULER_PREFETCH=4)
     view = spider_snapshot(redis_client, "site")
     assert view["queued"] == len(urls) and view["workers_alive"] == 2
+    assert view["shards"] == len(SHARDS) == 3
     first = b.next_request()
     assert first is not None
     view = spider_snapshot(redis_client, "site")

@@ -58,7 +58,7 @@ def test_status_follows_a_two_worker_crawl(site, redis_url: str, start_worker) -
         assert w["alive"] and w["registered"]
         assert 0 <= w["heartbeat_age"] < 3
         assert w["host"] and isinstance(w["pid"], int)
-    assert view["queue_class"] == "PriorityQueue"
+    assert view["queue_class"] == "PriorityQueue" and view["shards"] == 1
     assert view["pages_per_minute"] > 0
     assert view["dupefilter"]["class"] == "SetDupeFilter"
     assert view["dupefilter"]["fingerprints"] > 0
