@@ -21,6 +21,7 @@ from crawlfleet.frontier.keys import (
     DUPEFILTER_KEY,
     MAX_SHARDS,
     QUEUE_KEY,
+    SHARD_MARK,
     START_URLS_KEY,
     KeySetting,
     SpiderKeys,
@@ -237,6 +238,11 @@ class FrontierConfig:
         from crawlfleet.frontier.queues import RedisQueue
         from crawlfleet.frontier.serialization import SERIALIZERS
 
+        if SHARD_MARK in spider:
+            raise FrontierConfigError(
+                f"spider name {spider[:60]!r} contains {SHARD_MARK!r}, which names the shards of "
+                f"a sharded crawl (SCHEDULER_SHARDS) in Redis; rename the spider"
+            )
         default = POLITE_QUEUE_CLASS if politeness else DEFAULT_QUEUE_CLASS
         queue_class = load_class(
             "SCHEDULER_QUEUE_CLASS", settings.get("SCHEDULER_QUEUE_CLASS") or default

@@ -108,6 +108,13 @@ def test_shard_keys_follow_the_key_settings() -> None:
     assert [k.prefix for k in cluster.shard_keys] == ["{book}", "{book~3}", "{book~2}"]
 
 
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_spider_named_like_a_shard_is_refused(shards: int) -> None:
+    # "book~3" is shard 1's name of the sharded crawl "book": its keys would be that shard's
+    with pytest.raises(FrontierConfigError, match=r"^spider name 'book~3' contains '~', "):
+        FrontierConfig.from_settings(Settings({"SCHEDULER_SHARDS": shards}), "book~3")
+
+
 def test_a_key_template_the_shards_would_share_is_refused() -> None:
     with pytest.raises(FrontierConfigError, match=r"^SCHEDULER_QUEUE_KEY 'queue' names 'queue' "):
         FrontierConfig.from_settings(
