@@ -587,7 +587,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "`SCHEDULER_SHARDS` of the crawl (absent: 1), in the home shard; a worker with another "
         "count refuses to start. Shards 1, 2, … have every frontier key above (queue, "
         "dupefilter or Bloom filter, seq, workers, leases, worker, stats, failed, deadletter) "
-        "under their own prefix `<spider>~<j>` (docs/design.md, Sharding a crawl)",
+        "under their own prefix `<spider>~<j>` (docs/design.md, Sharding a crawl); so a "
+        "spider's name may not contain `~` (a worker refuses it in one line)",
     ),
     KeyDoc(
         "items",
