@@ -290,6 +290,11 @@ class FrontierConfig:
                 f"got {settings.get('POLITENESS_KEY')!r}"
             )
         shards = shards_setting(settings)
+        if shards > 1 and not issubclass(queue_class, RedisQueue):
+            raise FrontierConfigError(
+                f"SCHEDULER_SHARDS is {shards}, but only the Redis queues can be sharded; "
+                f"with {settings.get('SCHEDULER_QUEUE_CLASS')} leave it at 1"
+            )
         return cls(
             spider=spider,
             url=url,

@@ -61,6 +61,16 @@ def test_frontier_config_accepts_the_rabbitmq_queue_class() -> None:
         FrontierConfig.from_settings(Settings({"SCHEDULER_QUEUE_CLASS": "builtins.dict"}), "b")
 
 
+def test_a_sharded_rabbitmq_crawl_is_refused() -> None:
+    # the broker's queue is one queue: SCHEDULER_SHARDS would silently do nothing
+    rabbit = "crawlfleet.frontier.rabbitmq.PriorityQueue"
+    settings = Settings({"SCHEDULER_QUEUE_CLASS": rabbit, "SCHEDULER_SHARDS": "3"})
+    with pytest.raises(FrontierConfigError, match=r"^SCHEDULER_SHARDS is 3, but only the Redis "):
+        FrontierConfig.from_settings(settings, "book")
+    one = Settings({"SCHEDULER_QUEUE_CLASS": rabbit, "SCHEDULER_SHARDS": 1})
+    assert FrontierConfig.from_settings(one, "book").shards == 1
+
+
 @pytest.mark.parametrize(
     ("url", "masked"),
     [
