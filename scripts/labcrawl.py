@@ -346,6 +346,21 @@ def scrapy_total(view: dict[str, Any], name: str) -> int:
     return sum(int((row.get("scrapy") or {}).get(name) or 0) for row in view.get("workers") or [])
 
 
+def learned_lines(keys: list[dict[str, Any]], limit: int) -> list[str]:
+    """What each (site, proxy) key learned, beside the site's true per-address limit (the
+    inventory's lab_demosite_rate_limit, which nothing in the crawl was told)."""
+    truth = f"the site allows {limit}/s per address" if limit else "the site sets no limit"
+    lines = []
+    for k in sorted(keys, key=lambda k: str(k["key"])):
+        if k.get("learned") is None and k.get("ceiling") is None:
+            continue
+        lines.append(
+            f"learned: {k['key']}: {k['learned'] or 0:.1f}/s clean, ceiling "
+            f"{k['ceiling'] or 0:.1f}/s, {k['phase']} ({truth})"
+        )
+    return lines
+
+
 def pace_line(what: str, rate: float, proxies: int | None, limit: int) -> str:
     """The crawl's pace as a fraction of what the proxies allow (issue 16)."""
     if not proxies or not limit:
@@ -459,6 +474,8 @@ def print_summary(
     polite = view.get("politeness") or {}
     if polite:
         print(f"  bound by: {polite['bound']} ({polite.get('reason') or '-'}) at the end")
+        for line in learned_lines(polite.get("keys") or [], limit):
+            print("  " + line)
     hub = crawl.addresses.get((crawl.groups.get("redis") or ["a"])[0], "?")
     print("next:")
     print(

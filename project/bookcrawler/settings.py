@@ -45,15 +45,9 @@ DOWNLOADER_MIDDLEWARES = {
     "crawlfleet.middlewares.AuthorizationMiddleware": 745,
     "crawlfleet.politeness.middleware.PolitenessMiddleware": 750,
 }
-# Requests per second per (site, proxy) pair for the whole cluster: the demo site bans an address
-# above 20 in a second. At 18.5 a slot is 54 ms, 20 of them span 1.03 s: a second holds at most
-# 19, plus one that went out late in its slot's window, so one request the network or the site
-# holds back still does not make 21 (at 19/s it does: bans in 2 of 3 loopback crawls). 18 would
-# cap the crawl at 0.9 of what the site allows. Bans back the rate off by themselves.
+# No rate of the site is written here: each (site, proxy) pair learns its own limit for the whole
+# cluster from the site's bans and response times (docs/reference/settings.md, Politeness).
 POLITENESS_ENABLED = os.environ.get("CRAWLER_POLITENESS", "true").lower() not in ("0", "false")
-POLITENESS_RATE = float(os.environ.get("CRAWLER_POLITENESS_RATE", "18.5"))
-POLITENESS_MAX_RATE = float(os.environ.get("CRAWLER_POLITENESS_MAX_RATE", str(POLITENESS_RATE)))
-POLITENESS_COOLDOWN = float(os.environ.get("CRAWLER_POLITENESS_COOLDOWN", "10"))
 ACCOUNTPOOL_SITE = "demosite"
 
 ITEM_PIPELINES = {"crawlfleet.pipelines.RedisItemsPipeline": 300}

@@ -44,6 +44,7 @@ from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
 from crawlfleet.frontier.keys import FRONTIER_GLOB, SpiderKeys, spider_of_frontier_key
 from crawlfleet.frontier.shards import ShardNames, crawl_shards, shard_names
 from crawlfleet.middlewares.poolclient import ca_context
+from crawlfleet.politeness import learning
 from crawlfleet.redisconn import is_cluster_client, mask_secrets, mask_url, url_secrets
 
 SCHEMA_VERSION = 1
@@ -305,27 +306,7 @@ HUB_BUSY_CPU = 0.9
 MAX_WARNINGS = 5
 # Key states that mean the site holds the key back.
 SITE_BOUND = ("full", "cooling", "banned")
-_STATE_FIELDS = ("tat", "rate", "cap", "cool", "window", "oks", "bans", "banned")
-_NEVER = -1e14  # the scripts write -1e15 for "never used / never banned"
-
-
-class BadKeyState(ValueError):
-    """A politeness state hash whose field is not a finite number (the message names both)."""
-
-
-def _state_fields(key: str, raw: dict[str, str]) -> dict[str, float]:
-    fields: dict[str, float] = {}
-    for name in _STATE_FIELDS:
-        if name not in raw:
-            continue
-        try:
-            value = float(raw[name])
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            raise BadKeyState(f"politeness key {key!r}: field {name!r} = {raw[name][:40]!r}")
-        fields[name] = value
-    return fields
+_NEVER = learning.NEVER
 
 
 def politeness_key(
@@ -333,16 +314,20 @@ def politeness_key(
 ) -> dict[str, Any]:
     """One key's row (``politeness.keys[]`` of ``status --json``) from its state hash at
     ``now_ms`` (the scripts' clock); :class:`BadKeyState` when a field is not a number."""
-    f = _state_fields(key, raw)
+    f = learning.decode(key, raw)
     rate = f.get("rate", 0.0) if f.get("rate", 0.0) > 0 else None
     cap = f.get("cap", 0.0) if f.get("cap", 0.0) > 0 else None
     budget = min(r for r in (rate, cap) if r is not None) if rate or cap else None
     tat = f.get("tat", _NEVER)
     next_slot = (tat - now_ms) / 1000 if tat > _NEVER else None
     cooldown = max(f.get("cool", 0.0) - now_ms, 0.0) / 1000
-    elapsed = (now_ms - f.get("window", 0.0)) / 1000
+    # clean responses a second over this window and the one before (workers report theirs
+    # with their next lease: one window alone lags)
+    elapsed = (now_ms - f.get("window", 0.0) + f.get("pwin", 0.0)) / 1000
     observed = (
-        f.get("oks", 0.0) / elapsed if f.get("window", 0.0) > 0 and elapsed >= OBSERVE_MIN else None
+        (f.get("oks", 0.0) + f.get("pok", 0.0)) / elapsed
+        if f.get("window", 0.0) > 0 and elapsed >= OBSERVE_MIN
+        else None
     )
     banned = f.get("banned", _NEVER)
     ban_age = (now_ms - banned) / 1000 if banned > _NEVER else None
@@ -377,6 +362,11 @@ def politeness_key(
         "bans_recent": recent_bans,
         "last_ban_age": _round(ban_age),
         "idle": round(idle, 2),
+        "phase": learning.phase(f, now_ms),
+        "learned": _round(f.get("good") or None),
+        "ceiling": _round(f.get("bad") or None),
+        "why": learning.why(f),
+        "learned_age": _round((now_ms - f["learned"]) / 1000 if f.get("learned") else None),
     }
 
 
@@ -479,7 +469,7 @@ def politeness_snapshot(
                 rows.append(
                     politeness_key(key, _decode_hash(raw), now_ms, used_ms, bans.get(key, 0))
                 )
-            except BadKeyState as exc:
+            except learning.BadKeyState as exc:
                 problem = f"{exc} is not a number; key skipped"
         if problem:
             skipped += 1

@@ -175,6 +175,9 @@ def assert_crawl_survived(site: Site, workers: list[Worker], bound: int, timeout
     return sum(n - 1 for n in twice.values())
 
 
+POLITENESS_MIDDLEWARE = "crawlfleet.politeness.middleware.PolitenessMiddleware"
+
+
 def frontier_settings(redis_url: str, **extra: object) -> dict[str, object]:
     settings: dict[str, object] = {
         "REDIS_URL": redis_url,
@@ -189,6 +192,11 @@ def frontier_settings(redis_url: str, **extra: object) -> dict[str, object]:
         "RETRY_TIMES": 0,
     }
     settings.update(extra)
+    # a crawl that tests the frontier alone says it wants no budget (the scheduler refuses to
+    # start unpaced otherwise); one that lists the PolitenessMiddleware gets it
+    middlewares = settings.get("DOWNLOADER_MIDDLEWARES") or {}
+    assert isinstance(middlewares, dict)
+    settings.setdefault("POLITENESS_ENABLED", POLITENESS_MIDDLEWARE in middlewares)
     return settings
 
 

@@ -22,6 +22,9 @@ class SiteSpider(Spider):
         pass
 
 
+POLITENESS_MIDDLEWARE = "crawlfleet.politeness.middleware.PolitenessMiddleware"
+
+
 @contextmanager
 def schedulers(redis_url: str, defaults: dict[str, object]) -> Iterator[MakeScheduler]:
     """``make(**settings)``: an opened scheduler on ``redis_url`` (prefetch 1, heartbeat 10 s,
@@ -33,6 +36,9 @@ def schedulers(redis_url: str, defaults: dict[str, object]) -> Iterator[MakeSche
             "REDIS_URL": redis_url,
             "SCHEDULER_PREFETCH": 1,
             "SCHEDULER_HEARTBEAT_INTERVAL": 10,
+            # the frontier alone; a test that lists the PolitenessMiddleware gets the budget
+            "POLITENESS_ENABLED": POLITENESS_MIDDLEWARE
+            in dict({**defaults, **settings}.get("DOWNLOADER_MIDDLEWARES") or {}),  # type: ignore[call-overload]
             **defaults,
         }
         crawler = get_crawler(SiteSpider, {**base, **settings})

@@ -125,7 +125,19 @@ def render_spider(view: dict[str, Any]) -> Group:
 def _keys_table(pol: dict[str, Any]) -> Table:
     """The politeness keys, most recently used first (STATUS_KEYS of them)."""
     table = Table(box=None, pad_edge=False, header_style="dim")
-    columns = ("site", "proxy", "state", "budget/s", "clean/s", "cap/s", "cool-down", "bans 5m")
+    columns = (
+        "site",
+        "proxy",
+        "state",
+        "phase",
+        "budget/s",
+        "clean/s",
+        "learned/s",
+        "ceiling/s",
+        "cap/s",
+        "cool-down",
+        "bans 5m",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column in columns[:3] else "right")
     for k in pol["keys"][:STATUS_KEYS]:
@@ -133,15 +145,18 @@ def _keys_table(pol: dict[str, Any]) -> Table:
             k["site"],
             k["proxy"] or "-",
             Text(k["state"], style=_STATE_STYLE.get(k["state"], "")),
+            k["phase"],
             _fmt(k["budget"], 2),
             _fmt(k["observed"], 2),
+            _fmt(k["learned"], 2),
+            _fmt(k["ceiling"], 2),
             _fmt(k["cap"], 2),
             _age(k["cooldown"]) if k["cooldown"] else "-",
             _fmt(k["bans_recent"]),
         )
     more = len(pol["keys"]) - STATUS_KEYS
     if more > 0:
-        table.add_row(f"… {more} more (--json)", "", "", "", "", "", "", "")
+        table.add_row(f"… {more} more (--json)", *[""] * (len(columns) - 1))
     return table
 
 

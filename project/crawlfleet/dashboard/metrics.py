@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from crawlfleet.alerts.rules import agent_lost, worker_lost
 from crawlfleet.clusterview import SITE_BOUND
+from crawlfleet.politeness.learning import PHASES
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -51,6 +52,8 @@ _KEY_GAUGES = (
     ("observed", "crawlfleet_politeness_clean_rate", "Clean responses/s in the key's window"),
     ("cooldown", "crawlfleet_politeness_cooldown_seconds", "Seconds of cool-down left"),
     ("bans_recent", "crawlfleet_politeness_recent_bans", "Ban signals in the last five minutes"),
+    ("learned", "crawlfleet_politeness_learned_rate", "Highest rate the key carried clean"),
+    ("ceiling", "crawlfleet_politeness_ceiling_rate", "Rate of the key's last ban or slow-down"),
 )
 
 
@@ -255,6 +258,12 @@ class ViewCollector(Collector):
             ("bans_recent", "crawlfleet_politeness_bans_recent", "Bans in the last five minutes"),
         ]
         totals = [(f, GaugeMetricFamily(n, t, labels=["spider"])) for f, n, t in per_spider]
+        phases = GaugeMetricFamily(
+            "crawlfleet_politeness_phase",
+            "1 for the phase the key's controller is in (growing, backing off, cooling down, "
+            "probing, holding)",
+            labels=["spider", "site", "proxy", "phase"],
+        )
         held = GaugeMetricFamily(
             "crawlfleet_politeness_held",
             "1 while the site holds the key back (full, cooling down or banned)",
@@ -274,10 +283,12 @@ class ViewCollector(Collector):
             for k in pol["keys"][:METRIC_KEYS]:
                 labels = [s["spider"], k["site"], k["proxy"] or ""]
                 held.add_metric(labels, 1.0 if k["state"] in SITE_BOUND else 0.0)
+                for name in PHASES:
+                    phases.add_metric([*labels, name], 1.0 if k.get("phase") == name else 0.0)
                 for field, g in gauges:
-                    if k[field] is not None:
+                    if k.get(field) is not None:
                         g.add_metric(labels, float(k[field]))
-        return [bound, *(g for _, g in totals), held, *(g for _, g in gauges)]
+        return [bound, *(g for _, g in totals), held, phases, *(g for _, g in gauges)]
 
 
 def render(view: dict[str, Any] | None) -> bytes:

@@ -42,7 +42,7 @@ from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.fullhub import FullHub, is_full
 from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, unwrap
 from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
-from crawlfleet.politeness.pacer import Pacer, pacer_for
+from crawlfleet.politeness.pacer import Pacer, missing_middleware, pacer_for
 from crawlfleet.redisconn import RedisConfigError
 from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if
 
@@ -143,6 +143,9 @@ class FrontierScheduler(BaseScheduler):
             # a queue outside Redis brings its own scheduler (RabbitMQ)
             target: Any = load_class("SCHEDULER_QUEUE_CLASS", delegate) if delegate else cls
             built: FrontierScheduler = target.build(crawler, config)
+            # after the settings and the connection are checked: those errors come first
+            if missing := missing_middleware(crawler):
+                raise FrontierConfigError(missing)
         except (FrontierConfigError, RedisConfigError) as exc:
             # Scrapy follows this with its own tracebacks; this line is the one to read.
             logger.critical("Frontier cannot start: %s", exc)

@@ -646,8 +646,10 @@ KEYS: tuple[KeyDoc, ...] = (
         "workers (`crawlfleet.politeness`)",
         "the rate budget of one politeness key (`host`, or `host@proxy`; `<spider>` is "
         "`POLITENESS_NAMESPACE`): `tat` (ms, next free slot), `rate`, `cap` (robots.txt "
-        "Crawl-delay), `cool` (ms, cool-down end), `window`, `oks`, `bans`, `banned` (ms); "
-        "expires a day after its last use",
+        "Crawl-delay), `cool` (ms, cool-down end), `window`, `oks`, `pok`, `pwin`, `bans`, "
+        "`banned` (ms), and what it learned: `good` (highest clean rate), `bad` (ceiling), "
+        "`probe` (ms), `gap` (ms), `lat`, `latn`, `base` (ms), `learned` (ms), `why` (code); "
+        "expires `POLITENESS_MEMORY` (a week) after its last use",
         placeholder="<key>",
     ),
     KeyDoc(
@@ -655,7 +657,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "sorted set",
         "workers (`crawlfleet.politeness`)",
         "state hash (`<spider>:politeness:key:<key>`) → time of its last lease or ban (ms): "
-        "the keys status and the dashboard will show; keys unused for a day are trimmed",
+        "the keys status and the dashboard will show; keys unused for `POLITENESS_MEMORY` are "
+        "trimmed, and above `POLITENESS_MAX_KEYS` the least recently used go with their state",
     ),
     KeyDoc(
         "politeness_bans",

@@ -13,14 +13,35 @@ the worker counts them from its own send and receive times). Unused slots are gi
 they are the last ones handed out (``release``); otherwise a worker that stops wanting a key
 loses at most one lease, ``min(lease size, rate * horizon + 1)`` slots.
 
-The same state adapts: ``record(key, Outcome)`` counts clean responses locally (sent with the
-next lease: no extra round trip) and reports a ban at once — the rate times ``POLITENESS_BACKOFF``
-(not below the floor, once per two horizons), no slot before ``Retry-After``, and for a proxied
-key a cool-down of ``POLITENESS_COOLDOWN`` seconds for that (proxy, site) pair only, ending by
-itself. A window of ``POLITENESS_WINDOW`` seconds without a ban that carried at least half its
-budget raises the rate by ``POLITENESS_PROBE`` (not above the ceiling). robots.txt's Crawl-delay
-caps a key's rate (``set_crawl_delay``). When the hub does not answer, the worker gets no slots
-and asks again after a growing pause; when it answers again the bucket gives at most ``burst``.
+The same state learns the key's limit; nobody configures it. ``record(key, Outcome)`` counts
+clean responses and their response times locally (sent with the next lease: no extra round trip)
+and reports a ban at once. Every ``POLITENESS_WINDOW`` seconds the lease script judges the
+window that ended (``lua/lease.lua``):
+
+* **slow start** — a clean window that carried at least half its budget multiplies the rate by
+  ``POLITENESS_GROWTH``, from ``POLITENESS_RATE``, while the key has met no ban;
+* **back-off** — a ban (a ``POLITENESS_BAN_STATUSES`` status, a ``POLITENESS_BAN_MARKERS`` body,
+  ``Retry-After``) makes the rate that drew it the key's ceiling and falls back below it: to the
+  last rate that carried a clean window, or by ``POLITENESS_BACKOFF`` when none is known below
+  (once per two horizons: the responses already under way are the same ban); no slot before
+  ``Retry-After``, and a proxied key without one rests ``POLITENESS_COOLDOWN`` seconds, that
+  (proxy, site) pair only. A target that slows down before it bans — a window's mean response
+  time ``POLITENESS_LATENCY_FACTOR`` times the key's own baseline and 250 ms above it, timeouts
+  counted at the download timeout — is backed off the same way, without a rest;
+* **search** — while the last clean rate lies more than ``POLITENESS_PRECISION`` below the
+  ceiling, the next window tries halfway between (after the rest);
+* **hold and probe** — within that precision the key holds the clean rate and, every probe gap
+  (``POLITENESS_PROBE_INTERVAL``, doubled by each ban near the ceiling up to 16 times, halved by
+  each clean probe), tries ``POLITENESS_PROBE`` above it: additive increase, multiplicative
+  decrease. A clean window at or above the ceiling forgets it (the site raised its limit) and the
+  key grows again, a quarter as fast.
+
+``POLITENESS_MAX_RATE`` (none by default) caps every key, and robots.txt's Crawl-delay caps a
+key's rate (``set_crawl_delay``). The state — what was learned, when and how — stays on the hub
+for ``POLITENESS_MEMORY`` seconds after the key's last use, so the next crawl of the site starts
+from it; at most ``POLITENESS_MAX_KEYS`` keys per namespace are kept (the least recently used
+go first). When the hub does not answer, the worker gets no slots and asks again after a growing
+pause; when it answers again the bucket gives at most ``burst``.
 
 The clock of the scripts is Redis's ``TIME``; tests pass ``clock`` (seconds), used both as the
 scripts' clock and as the worker's, so they never sleep.
@@ -43,6 +64,7 @@ import redis
 
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.scripts import NOW_MS
+from crawlfleet.politeness import learning
 from crawlfleet.politeness.config import Limits, PolitenessConfig
 
 logger = logging.getLogger(__name__)
@@ -51,6 +73,9 @@ logger = logging.getLogger(__name__)
 HUB_RETRY_MIN, HUB_RETRY_MAX = 0.1, 5.0
 # The shortest wait ``acquire`` reports when it took no slot.
 MIN_WAIT = 0.001
+# A window's mean response time must also be this much (ms) above the key's baseline to count
+# as the target slowing down (a fast site's jitter is no signal).
+SLOW_MS = 250.0
 
 
 def _lua(name: str) -> str:
@@ -100,10 +125,12 @@ def site_key(url: str, kind: str) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a response says about the pace: a ban signal, and the site's Retry-After (s)."""
+    """What a response says about the pace: a ban signal, the site's Retry-After (s), and how
+    long the response took (s; None: unknown)."""
 
     ban: bool
     retry_after: float = 0.0
+    latency: float | None = None
 
 
 def retry_after_seconds(value: str | bytes | None, now: float | None = None) -> float:
@@ -125,11 +152,15 @@ def retry_after_seconds(value: str | bytes | None, now: float | None = None) -> 
 
 
 def classify(
-    config: PolitenessConfig, status: int, body: bytes = b"", retry_after: str | bytes | None = None
+    config: PolitenessConfig,
+    status: int,
+    body: bytes = b"",
+    retry_after: str | bytes | None = None,
+    latency: float | None = None,
 ) -> Outcome:
     """A ban is a status in ``POLITENESS_BAN_STATUSES`` or a body holding a ban marker."""
     ban = status in config.ban_statuses or any(m in body for m in config.ban_markers)
-    return Outcome(ban, retry_after_seconds(retry_after) if ban else 0.0)
+    return Outcome(ban, retry_after_seconds(retry_after) if ban else 0.0, latency)
 
 
 @dataclass
@@ -166,6 +197,10 @@ class KeyState:
     cooldown: float  # seconds left
     bans: int
     next_slot: float  # seconds from now to the key's next free slot (may be negative)
+    good: float = 0.0  # the highest rate that carried a clean window (0: none known)
+    ceiling: float = 0.0  # the rate of the last ban or slow-down (0: none seen)
+    phase: str = "growing"
+    why: str = "start"
 
 
 class Budget:
@@ -191,6 +226,8 @@ class Budget:
         self._ask_at: dict[str, float] = {}
         self._next_at: dict[str, float] = {}
         self._oks: dict[str, int] = {}
+        # response times counted since the key's last lease: (sum in ms, how many)
+        self._lat: dict[str, tuple[float, int]] = {}
         self._hub_retry = 0.0
         # the end of the window of the slot ``acquire`` took last (this budget's clock)
         self.taken_until = 0.0
@@ -210,7 +247,9 @@ class Budget:
     def _args(self, key: str) -> list[str | float | int]:
         limits: Limits = self.config.limits_for(self.site_of(key))
         now = repr(self.clock() * 1000) if self._injected else ""
-        return [now, limits.rate, limits.min_rate, limits.max_rate, limits.burst]
+        cap = limits.max_rate if math.isfinite(limits.max_rate) else 0
+        memory = round(self.config.memory * 1000)
+        return [now, limits.rate, limits.min_rate, cap, limits.burst, memory]
 
     def _names(self, key: str) -> list[str]:
         return [self.keys.politeness(key), self.keys.politeness_index]
@@ -279,19 +318,31 @@ class Budget:
         """
         want = max(1, min(want, self.config.lease_size))
         oks = self._oks.pop(key, 0)
+        lat, latn = self._lat.pop(key, (0.0, 0))
+        c = self.config
         args = [
             *self._args(key),
             want,
-            self.config.lease_horizon * 1000,
+            c.lease_horizon * 1000,
             oks,
-            self.config.window * 1000,
-            self.config.probe,
+            c.window * 1000,
+            c.growth,
+            c.probe,
+            c.precision,
+            round(lat, 3),
+            latn,
+            c.latency_factor,
+            SLOW_MS,
+            c.max_keys,
+            c.backoff,
+            c.probe_interval * 1000,
         ]
         sent = self.clock()
         try:
             reply = self._lease(keys=self._names(key), args=args)
         except redis.RedisError as exc:
             self._oks[key] = self._oks.get(key, 0) + oks
+            self._lat[key] = (lat, latn)
             self._hub_down(key, sent, exc)
             return 0
         received = self.clock()
@@ -355,17 +406,24 @@ class Budget:
         """A response's outcome: clean ones are counted here and sent with the next lease; a ban
         goes to the hub now and drops this worker's slots of the key."""
         if not outcome.ban:
+            if outcome.latency is not None:
+                self.record_latency(key, outcome.latency)
             self._oks[key] = self._oks.get(key, 0) + 1
             return
         self._leases.pop(key, None)
         self._oks.pop(key, None)
+        self._lat.pop(key, None)
         proxied = "@" in key
+        c = self.config
         args = [
             *self._args(key),
-            self.config.backoff,
-            self.config.lease_horizon * 2000,
+            c.backoff,
+            c.lease_horizon * 2000,
             outcome.retry_after * 1000,
-            self.config.cooldown * 1000 if proxied else 0,
+            c.cooldown * 1000 if proxied else 0,
+            c.precision,
+            c.probe_interval * 1000,
+            c.window * 1000,
         ]
         now = self.clock()
         try:
@@ -378,6 +436,14 @@ class Budget:
             self._ask_at.get(key, now), now + max(outcome.retry_after, cool / 1000)
         )
 
+    def record_latency(self, key: str, seconds: float) -> None:
+        """A response time of ``key`` (a timeout counts at the download timeout), sent with the
+        next lease: the key's window compares their mean with its baseline."""
+        if not math.isfinite(seconds) or seconds < 0:
+            return
+        total, count = self._lat.get(key, (0.0, 0))
+        self._lat[key] = (total + seconds * 1000, count + 1)
+
     def set_crawl_delay(self, key: str, seconds: float | None) -> None:
         """robots.txt's Crawl-delay for ``key``: its rate never above 1/seconds (None: no cap)."""
         if seconds is not None and (not math.isfinite(seconds) or seconds < 0):
@@ -386,13 +452,13 @@ class Budget:
         name = self.keys.politeness(key)
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(name, "cap", repr(float(cap)))
-        pipe.pexpire(name, 86_400_000)
+        pipe.pexpire(name, round(self.config.memory * 1000))
         pipe.execute()
 
     def state(self, key: str) -> KeyState:
         """The key's state on the hub (one round trip), on this budget's clock."""
         found = self.client.hgetall(self.keys.politeness(key))
-        raw = {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in found.items()}
+        raw = learning.decode(key, {_text(k): _text(v) for k, v in found.items()})
         now_ms = self.clock() * 1000 if self._injected else _hub_ms(self.client)
         limits = self.config.limits_for(self.site_of(key))
         return KeyState(
@@ -401,11 +467,19 @@ class Budget:
             cooldown=max(raw.get("cool", 0.0) - now_ms, 0.0) / 1000,
             bans=int(raw.get("bans", 0)),
             next_slot=(raw.get("tat", 0.0) - now_ms) / 1000,
+            good=raw.get("good", 0.0),
+            ceiling=raw.get("bad", 0.0),
+            phase=learning.phase(raw, now_ms),
+            why=learning.why(raw),
         )
 
     def cooldown(self, site: str, proxy: str) -> float:
         """Seconds the (proxy, site) pair still rests after a ban (0: it may serve the site)."""
         return self.state(f"{site}@{proxy}").cooldown
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _hub_ms(client: redis.Redis) -> float:

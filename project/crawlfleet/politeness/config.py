@@ -2,7 +2,9 @@
 
 One validated dataclass, :class:`PolitenessConfig`, as ``FrontierConfig`` is for the frontier.
 Every error is one line that names the setting. Rates are requests per second per politeness
-key (a target host, domain or IP, times the egress proxy when one is used).
+key (a target host, domain or IP, times the egress proxy when one is used). No rate of a target
+is needed: each key learns its own (``crawlfleet.politeness.budget``); ``POLITENESS_RATE`` is
+where a key that has learned nothing yet starts, ``POLITENESS_MAX_RATE`` an optional cap.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ if TYPE_CHECKING:  # read through its methods only: a worker's clients need not 
 
 KEY_KINDS = ("host", "domain", "ip")
 DEFAULT_RATE = 1.0
+# A learned key's state is kept this long after its last use (seconds): a week.
+DEFAULT_MEMORY = 7 * 86400.0
 DEFAULT_BAN_STATUSES = (403, 429, 503)
 SITE_FIELDS = ("rate", "min_rate", "max_rate", "burst")
 
@@ -29,7 +33,8 @@ class PolitenessConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """The rate limits of one key: start, floor and ceiling (requests/s) and burst (requests)."""
+    """The rate limits of one key: start, floor and cap (requests/s; ``inf``: none, the key
+    learns its ceiling from the site) and burst (requests)."""
 
     rate: float
     min_rate: float
@@ -43,13 +48,19 @@ class PolitenessConfig:
 
     enabled: bool = True
     key_kind: str = "host"
-    limits: Limits = Limits(DEFAULT_RATE, DEFAULT_RATE / 10, DEFAULT_RATE * 4, 1)
+    limits: Limits = Limits(DEFAULT_RATE, DEFAULT_RATE / 10, math.inf, 1)
     ban_statuses: frozenset[int] = frozenset(DEFAULT_BAN_STATUSES)
     ban_markers: tuple[bytes, ...] = ()
     backoff: float = 0.5
-    probe: float = 0.5
-    window: float = 10.0
+    growth: float = 2.0
+    probe: float = 0.05
+    probe_interval: float = 120.0
+    precision: float = 0.1
+    latency_factor: float = 3.0
+    window: float = 2.0
     cooldown: float = 20.0
+    memory: float = DEFAULT_MEMORY
+    max_keys: int = 100_000
     lease_size: int = 8
     lease_horizon: float = 1.0
     gc_freeze: bool = True
@@ -69,9 +80,15 @@ class PolitenessConfig:
                 f"POLITENESS_KEY must be one of {', '.join(KEY_KINDS)}, "
                 f"got {settings.get('POLITENESS_KEY')!r}"
             )
-        rate = _number(settings, "POLITENESS_RATE", DEFAULT_RATE, positive=True)
-        min_rate = _number(settings, "POLITENESS_MIN_RATE", rate / 10, positive=True)
-        max_rate = _number(settings, "POLITENESS_MAX_RATE", rate * 4, positive=True)
+        max_rate = _ceiling("POLITENESS_MAX_RATE", settings.get("POLITENESS_MAX_RATE"))
+        if settings.get("POLITENESS_RATE") is None:
+            # unset: the default start, within the floor and cap the user set
+            start = min(DEFAULT_RATE, max_rate)
+            min_rate = _number(settings, "POLITENESS_MIN_RATE", start / 10, positive=True)
+            rate = min(max(start, min_rate), max_rate)
+        else:
+            rate = _number(settings, "POLITENESS_RATE", DEFAULT_RATE, positive=True)
+            min_rate = _number(settings, "POLITENESS_MIN_RATE", rate / 10, positive=True)
         if min_rate > max_rate:
             raise PolitenessConfigError(
                 f"POLITENESS_MIN_RATE ({min_rate:g}) must not exceed "
@@ -83,9 +100,12 @@ class PolitenessConfig:
                 f"and POLITENESS_MAX_RATE ({max_rate:g})"
             )
         limits = Limits(rate, min_rate, max_rate, _whole(settings, "POLITENESS_BURST", 1))
-        backoff = _number(settings, "POLITENESS_BACKOFF", 0.5, positive=True)
-        if backoff >= 1:
-            raise PolitenessConfigError(f"POLITENESS_BACKOFF must be below 1, got {backoff:g}")
+        backoff = _fraction(settings, "POLITENESS_BACKOFF", 0.5)
+        growth = _number(settings, "POLITENESS_GROWTH", 2.0, positive=True)
+        if not 1 < growth <= 10:
+            raise PolitenessConfigError(
+                f"POLITENESS_GROWTH must be above 1 and at most 10, got {growth:g}"
+            )
         lease_size = _whole(settings, "POLITENESS_LEASE_SIZE", 8)
         return cls(
             enabled=_bool(settings, "POLITENESS_ENABLED"),
@@ -94,9 +114,15 @@ class PolitenessConfig:
             ban_statuses=_statuses(settings.get("POLITENESS_BAN_STATUSES", DEFAULT_BAN_STATUSES)),
             ban_markers=_markers(settings.get("POLITENESS_BAN_MARKERS", ())),
             backoff=backoff,
-            probe=_number(settings, "POLITENESS_PROBE", rate / 4, positive=False),
-            window=_number(settings, "POLITENESS_WINDOW", 10.0, positive=True),
+            growth=growth,
+            probe=_fraction(settings, "POLITENESS_PROBE", 0.05),
+            probe_interval=_number(settings, "POLITENESS_PROBE_INTERVAL", 120.0, positive=True),
+            precision=_fraction(settings, "POLITENESS_PRECISION", 0.1),
+            latency_factor=_latency_factor(settings),
+            window=_number(settings, "POLITENESS_WINDOW", 2.0, positive=True),
             cooldown=_number(settings, "POLITENESS_COOLDOWN", 20.0, positive=False),
+            memory=_number(settings, "POLITENESS_MEMORY", DEFAULT_MEMORY, positive=True),
+            max_keys=_whole(settings, "POLITENESS_MAX_KEYS", 100_000),
             lease_size=lease_size,
             lease_horizon=_number(settings, "POLITENESS_LEASE_HORIZON", 1.0, positive=True),
             gc_freeze=_bool(settings, "POLITENESS_GC_FREEZE"),
@@ -133,6 +159,32 @@ def _as_whole(name: str, raw: Any) -> int:
         raise PolitenessConfigError(f"{name} must be a whole number > 0, got {raw!r}") from None
     if value <= 0 or value > 1_000_000:
         raise PolitenessConfigError(f"{name} must be a whole number from 1 to 1000000, got {raw!r}")
+    return value
+
+
+def _fraction(settings: BaseSettings, name: str, default: float) -> float:
+    value = _number(settings, name, default, positive=True)
+    if value >= 1:
+        raise PolitenessConfigError(f"{name} must be a fraction above 0 and below 1, got {value:g}")
+    return value
+
+
+def _ceiling(name: str, raw: Any) -> float:
+    """A cap in requests/s (``POLITENESS_MAX_RATE``, a site's ``max_rate``); unset, None, 0 or
+    empty: none (``inf``)."""
+    if raw is None or raw == math.inf or (isinstance(raw, str) and not raw.strip()):
+        return math.inf
+    value = _as_number(name, raw, positive=False)
+    return value or math.inf
+
+
+def _latency_factor(settings: BaseSettings) -> float:
+    """``POLITENESS_LATENCY_FACTOR``: 0 turns the slow-down signal off, else above 1."""
+    value = _number(settings, "POLITENESS_LATENCY_FACTOR", 3.0, positive=False)
+    if 0 < value <= 1:
+        raise PolitenessConfigError(
+            f"POLITENESS_LATENCY_FACTOR must be above 1 (or 0: off), got {value:g}"
+        )
     return value
 
 
@@ -189,8 +241,9 @@ def _markers(raw: Any) -> tuple[bytes, ...]:
 
 
 def _sites(raw: Any, defaults: Limits) -> dict[str, Limits]:
-    """``POLITENESS_SITES``: site → rate, or site → {rate, min_rate, max_rate, burst}; a dict or
-    its JSON text (as an inventory renders it into the worker environment)."""
+    """``POLITENESS_SITES``: site → start rate, or site → {rate, min_rate, max_rate, burst} (each
+    optional: a start, a floor, a cap); a dict or its JSON text (as an inventory renders it into
+    the worker environment)."""
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -209,16 +262,18 @@ def _sites(raw: Any, defaults: Limits) -> dict[str, Limits]:
             raise PolitenessConfigError(
                 f"{name}: unknown field {unknown[0]!r} (use {', '.join(SITE_FIELDS)})"
             )
-        if "rate" not in fields:
-            raise PolitenessConfigError(f"{name} needs a 'rate'")
-        rate = _as_number(f"{name}['rate']", fields["rate"], positive=True)
-        # a site's own rate widens the default floor and ceiling for that site
+        if not fields:
+            raise PolitenessConfigError(f"{name} is empty (give {', '.join(SITE_FIELDS)})")
+        max_rate = _ceiling(f"{name}['max_rate']", fields.get("max_rate", defaults.max_rate))
+        rate = _as_number(
+            f"{name}['rate']", fields.get("rate", min(defaults.rate, max_rate)), positive=True
+        )
+        # a site's own rate widens the default floor and cap for that site
         min_rate = _as_number(
             f"{name}['min_rate']", fields.get("min_rate", min(defaults.min_rate, rate)), True
         )
-        max_rate = _as_number(
-            f"{name}['max_rate']", fields.get("max_rate", max(defaults.max_rate, rate)), True
-        )
+        if "max_rate" not in fields:
+            max_rate = max(max_rate, rate)
         if not min_rate <= rate <= max_rate:
             raise PolitenessConfigError(
                 f"{name}: rate {rate:g} must lie between min_rate {min_rate:g} "

@@ -6,7 +6,8 @@ scheduler handed out already holds a slot of its key (``politeness_slot`` in its
 — robots.txt fetches, ``engine.download``, a spider on Scrapy's own scheduler, a request whose
 proxy changed after the scheduler chose it — takes one here, waiting with an asyncio sleep (never
 blocking the reactor). Each response is classified (``POLITENESS_BAN_STATUSES``,
-``POLITENESS_BAN_MARKERS``, ``Retry-After``) and its outcome recorded on the key; with
+``POLITENESS_BAN_MARKERS``, ``Retry-After``) and its outcome and response time recorded on the
+key (a timeout counts as a response as slow as the timeout: the key learns from both); with
 ``ROBOTSTXT_OBEY`` a robots.txt's ``Crawl-delay`` caps the site for the whole crawl. While the
 crawl runs, the objects alive at its start are frozen out of the garbage collector
 (``POLITENESS_GC_FREEZE``): a slot is usable for one interval only, and full collections of them
@@ -26,12 +27,15 @@ import redis
 from protego import Protego
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import DownloadTimeoutError, NotConfigured
 from scrapy.http import Response
+from twisted.internet.error import TCPTimedOutError
 
 from crawlfleet.politeness.pacer import META_KEY, META_SLOT, Pacer, pacer_for
 
 logger = logging.getLogger(__name__)
+# The exceptions of a download that took too long (Scrapy's, Twisted's and Python's).
+TIMEOUTS = (DownloadTimeoutError, TCPTimedOutError, TimeoutError)
 
 
 class PolitenessMiddleware:
@@ -42,6 +46,7 @@ class PolitenessMiddleware:
         self.stats = crawler.stats
         settings = crawler.settings
         self.obey_robots = settings.getbool("ROBOTSTXT_OBEY")
+        self.timeout = settings.getfloat("DOWNLOAD_TIMEOUT", 180.0)
         self.robots_agent = str(
             settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
         )
@@ -93,7 +98,11 @@ class PolitenessMiddleware:
         if not key:
             return response
         outcome = self.pacer.record(
-            key, response.status, response.body, response.headers.get("Retry-After")
+            key,
+            response.status,
+            response.body,
+            response.headers.get("Retry-After"),
+            request.meta.get("download_latency"),
         )
         self.stats.inc_value(
             "politeness/responses/banned" if outcome.ban else "politeness/responses/ok"
@@ -109,6 +118,15 @@ class PolitenessMiddleware:
         ):
             self._crawl_delay(self.pacer.budget.site_of(key), response)
         return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        """A download that timed out counts as a response as slow as the timeout: a target that
+        slows down before it bans is backed off (``POLITENESS_LATENCY_FACTOR``)."""
+        key = request.meta.get(META_KEY)
+        if key and isinstance(exception, TIMEOUTS):
+            timeout = request.meta.get("download_timeout") or self.timeout
+            self.pacer.budget.record_latency(key, float(timeout))
+            self.stats.inc_value("politeness/responses/timeout")
 
     def _crawl_delay(self, site: str, response: Response) -> None:
         robots = Protego.parse(response.body.decode("utf-8", "replace"))

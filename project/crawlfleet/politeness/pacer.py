@@ -12,7 +12,8 @@ time their key may next be hit, buffer order kept within a key) and hands out th
 it took; :data:`META_SLOT` tells the middleware that the request holds a slot of that key. The
 pacer is on when ``DOWNLOADER_MIDDLEWARES`` enables the PolitenessMiddleware (the Fleet add-on does
 with a ``REDIS_URL``); ``POLITENESS_ENABLED = False`` or no ``REDIS_URL`` turns it off
-(``pacer_for`` returns None).
+(``pacer_for`` returns None). The frontier scheduler refuses to start with a ``REDIS_URL`` and
+neither (:func:`missing_middleware`): no silent per-worker pacing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from crawlfleet.politeness.budget import Budget, Outcome, classify
 from crawlfleet.politeness.config import PolitenessConfig, PolitenessConfigError
+from crawlfleet.settingvalues import flag
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -191,8 +193,15 @@ class Pacer:
 
     # -- outcomes
 
-    def record(self, key: str, status: int, body: bytes, retry_after: bytes | None) -> Outcome:
-        outcome = classify(self.config, status, body, retry_after)
+    def record(
+        self,
+        key: str,
+        status: int,
+        body: bytes,
+        retry_after: bytes | None,
+        latency: float | None = None,
+    ) -> Outcome:
+        outcome = classify(self.config, status, body, retry_after, latency)
         self.budget.record(key, outcome)
         return outcome
 
@@ -237,6 +246,29 @@ def build_pacer(crawler: Crawler) -> Pacer | None:
     from crawlfleet.frontier.config import redis_from_settings
 
     return Pacer(Budget(redis_from_settings(settings, check=False), config))
+
+
+def missing_middleware(crawler: Crawler) -> str | None:
+    """Why the frontier must not start unpaced, in one line; None when it may.
+
+    A scrapy-redis project moved over by class paths (``SCHEDULER``, ``DUPEFILTER_CLASS``,
+    ``REDIS_URL``) would crawl with no budget at all: each worker at its own pace. It gets the
+    budget when DOWNLOADER_MIDDLEWARES lists the PolitenessMiddleware (the Fleet add-on does),
+    or says it wants none with ``POLITENESS_ENABLED = False``."""
+    settings = crawler.settings
+    if not settings.get("REDIS_URL") or _middleware_on(crawler):
+        return None
+    try:
+        if not flag(settings, "POLITENESS_ENABLED", True, PolitenessConfigError):
+            return None
+    except PolitenessConfigError as exc:
+        logger.critical("Politeness cannot start: %s", exc)
+        raise
+    return (
+        f"the cluster's politeness budget is off: add DOWNLOADER_MIDDLEWARES = "
+        f"{{'{MIDDLEWARE}': 750}} (or ADDONS = {{'crawlfleet.addon.Fleet': 0}}), "
+        "or set POLITENESS_ENABLED = False to crawl without it"
+    )
 
 
 def _middleware_on(crawler: Crawler) -> bool:

@@ -211,6 +211,7 @@ def test_book_crawl_with_the_frontier_scheduler(
         "SCHEDULER": "crawlfleet.frontier.scheduler.Scheduler",
         "SCHEDULER_LEASE_TIMEOUT": 3,
         "SCHEDULER_HEARTBEAT_INTERVAL": 0.5,
+        "POLITENESS_ENABLED": False,
     }
     summary = crawl(site, tmp_path, settings)
     assert summary["reason"] == "finished"

@@ -23,7 +23,12 @@ def main() -> None:
     url, queue_class = sys.argv[1:3]
     crawler = get_crawler(
         SiteSpider,
-        {"REDIS_URL": url, "SCHEDULER_QUEUE_CLASS": queue_class, "SCHEDULER_PREFETCH": 3},
+        {
+            "REDIS_URL": url,
+            "SCHEDULER_QUEUE_CLASS": queue_class,
+            "SCHEDULER_PREFETCH": 3,
+            "POLITENESS_ENABLED": False,
+        },
     )
     crawler.spider = crawler._create_spider()
     scheduler = Scheduler.from_crawler(crawler)

@@ -36,7 +36,9 @@ def sites_of(requests: list[Request]) -> Counter[str]:
 
 def test_the_default_with_politeness_and_what_wins(make_scheduler: MakeScheduler) -> None:
     assert type(make_scheduler().queue) is KeyedPriorityQueue
-    assert type(make_scheduler(DOWNLOADER_MIDDLEWARES={}).queue) is PriorityQueue  # pacer off
+    # the class-path lines alone: refused, saying how to turn the budget on (or off)
+    with pytest.raises(FrontierConfigError, match="politeness budget is off"):
+        make_scheduler(DOWNLOADER_MIDDLEWARES={}, POLITENESS_ENABLED=True)
     assert type(make_scheduler(POLITENESS_ENABLED=False).queue) is PriorityQueue
     explicit = make_scheduler(SCHEDULER_QUEUE_CLASS="crawlfleet.frontier.queues.PriorityQueue")
     assert type(explicit.queue) is PriorityQueue

@@ -66,7 +66,10 @@ class Driver:
 @pytest.fixture
 def crawl(redis_url: str) -> Iterator[Driver]:
     """A registered worker with 30 queued requests, and the driver running."""
-    crawler = get_crawler(SiteSpider, {"REDIS_URL": redis_url, "SCHEDULER_HEARTBEAT_INTERVAL": 10})
+    crawler = get_crawler(
+        SiteSpider,
+        {"REDIS_URL": redis_url, "SCHEDULER_HEARTBEAT_INTERVAL": 10, "POLITENESS_ENABLED": False},
+    )
     crawler.spider = crawler._create_spider()
     scheduler = Scheduler.from_crawler(crawler)
     scheduler.open(crawler.spider)

@@ -1,10 +1,12 @@
 """Adaptive limits against a real redis-server, on an injected clock (no test sleeps): a ban backs
 the key's rate off multiplicatively (once per burst of bans, never below the floor) and clean,
-loaded windows probe it back up additively (never above the ceiling); Retry-After holds the whole
-key; a ban through a proxy cools that (proxy, site) pair down, by itself and for that site only."""
+loaded windows grow it back (never above the cap); Retry-After holds the whole key; a ban through
+a proxy cools that (proxy, site) pair down, by itself and for that site only.
+(test_politeness_learning.py: how a key learns a site's limit.)"""
 
 from __future__ import annotations
 
+import pytest
 import redis
 from scrapy.settings import Settings
 
@@ -27,7 +29,6 @@ def budget(client: redis.Redis, clock: Clock, **settings: object) -> Budget:
         "POLITENESS_RATE": 8,
         "POLITENESS_MIN_RATE": 1,
         "POLITENESS_MAX_RATE": 10,
-        "POLITENESS_PROBE": 1,
         "POLITENESS_WINDOW": 5,
         "POLITENESS_COOLDOWN": 20,
         **settings,
@@ -48,7 +49,7 @@ def run(b: Budget, clock: Clock, key: str, seconds: float, outcome: Outcome = OK
     return used
 
 
-def test_ban_backs_off_then_clean_windows_probe_back(redis_client: redis.Redis) -> None:
+def test_ban_backs_off_then_clean_windows_grow_back(redis_client: redis.Redis) -> None:
     clock = Clock()
     b = budget(redis_client, clock)
     assert run(b, clock, "site.example", 2) in (16, 17)
@@ -62,14 +63,18 @@ def test_ban_backs_off_then_clean_windows_probe_back(redis_client: redis.Redis) 
         clock.now += 2.5
         b.record("site.example", BAN)
     assert b.state("site.example").rate == 1
-    # clean, loaded windows of 5 s: +1 each, up to the ceiling
+    assert b.state("site.example").ceiling == 1 and b.state("site.example").phase == "backing off"
+    # clean, loaded windows of 5 s: the first at the old ceiling forgets it; then the key grows
+    # a quarter as fast as a slow start (x1.25 a window: it met bans), up to the cap
     rates = []
-    for _ in range(12):
+    for _ in range(14):
         run(b, clock, "site.example", 5)
         rates.append(b.state("site.example").rate)
-    assert rates[:4] == [1, 2, 3, 4] or rates[:4] == [2, 3, 4, 5]
+    grown = rates[rates.index(1.25) :]
+    assert grown[:3] == pytest.approx([1.25, 1.5625, 1.953125]), rates
     assert rates == sorted(rates) and rates[-1] == 10
-    # the slots follow the rate: at the ceiling, 10/s
+    assert b.state("site.example").ceiling == 0 and b.state("site.example").phase == "growing"
+    # the slots follow the rate: at the cap, 10/s
     assert run(b, clock, "site.example", 3) in (30, 31)
 
 
@@ -131,5 +136,5 @@ def test_cooldown_of_a_proxy_site_pair_expires_by_itself(redis_client: redis.Red
     clock.now += 0.2
     assert b.cooldown("a.example", "10.0.0.1:3128") == 0
     assert late.acquire(banned) == 0
-    # the state expires on the hub by itself too (a day after its last use)
-    assert 0 < redis_client.pttl(b.keys.politeness(banned)) <= 86_400_000
+    # the state expires on the hub by itself too (POLITENESS_MEMORY, a week after its last use)
+    assert 0 < redis_client.pttl(b.keys.politeness(banned)) <= 7 * 86_400_000

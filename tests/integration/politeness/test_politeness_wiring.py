@@ -20,6 +20,7 @@ from support.backends import Backend, ready_messages
 from support.waiting import wait_until
 
 from crawlfleet.frontier.base import FrontierScheduler
+from crawlfleet.frontier.config import FrontierConfigError
 from crawlfleet.frontier.rabbitmq.scheduler import Scheduler as RabbitScheduler
 from crawlfleet.frontier.scheduler import Scheduler
 from crawlfleet.politeness.budget import Budget
@@ -118,11 +119,23 @@ def test_the_scheduler_serves_the_key_that_is_due_and_keeps_order_within_a_key(
     backend.assert_drained()
 
 
-def test_without_the_middleware_the_scheduler_does_not_pace(redis_url: str) -> None:
+def test_without_the_middleware_the_scheduler_refuses_in_one_line(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The scrapy-redis class-path lines alone would crawl unpaced: refused, saying how."""
     crawler = get_crawler(SiteSpider, {**settings(redis_url), "DOWNLOADER_MIDDLEWARES": {}})
     crawler.spider = crawler._create_spider()
-    built = Scheduler.from_crawler(crawler)
-    assert built.pacer is None
+    with pytest.raises(FrontierConfigError, match="politeness budget is off"):
+        Scheduler.from_crawler(crawler)
+    line = [r.getMessage() for r in caplog.records if r.levelname == "CRITICAL"][-1]
+    assert line.startswith("Frontier cannot start: the cluster's politeness budget is off")
+    assert "PolitenessMiddleware': 750" in line and "POLITENESS_ENABLED = False" in line
+    assert "\n" not in line
+    # said on purpose, the frontier runs without the budget
+    off = {**settings(redis_url), "DOWNLOADER_MIDDLEWARES": {}, "POLITENESS_ENABLED": False}
+    crawler = get_crawler(SiteSpider, off)
+    crawler.spider = crawler._create_spider()
+    assert Scheduler.from_crawler(crawler).pacer is None
 
 
 def middleware(redis_url: str, clock: Clock, **extra: object) -> PolitenessMiddleware:
@@ -165,7 +178,8 @@ def test_the_middleware_records_bans_and_reads_crawl_delay(redis_url: str) -> No
     response = TextResponse(banned.url, status=429, headers={"Retry-After": "5"}, request=banned)
     assert mw.process_response(banned, response) is response
     state = mw.pacer.budget.state(key)
-    assert state.bans == 1 and state.cooldown == pytest.approx(mw.pacer.config.cooldown)
+    # the site said when to come back: the pair rests that long (not POLITENESS_COOLDOWN)
+    assert state.bans == 1 and state.cooldown == pytest.approx(5)
     assert stat(mw, "responses/banned") == 1
     robots = Request("http://f.example/robots.txt")
     asyncio.run(mw.process_request(robots))

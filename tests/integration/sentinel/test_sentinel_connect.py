@@ -102,6 +102,7 @@ def test_an_enqueue_too_few_replicas_confirm_is_kept_and_sent_again(
         "DUPEFILTER_CLASS": "crawlfleet.frontier.dupefilter.SetDupeFilter",
         "SCHEDULER_WAIT_REPLICAS": 3,  # the group has two
         "SCHEDULER_WAIT_TIMEOUT": 0.2,
+        "POLITENESS_ENABLED": False,
     }
     crawler = get_crawler(type("Waits", (Spider,), {"name": "waits"}), settings)
     crawler.spider = crawler._create_spider()

@@ -57,6 +57,11 @@ def key(name: str, state: str, budget: float | None = 20.0, bans: int = 0) -> di
         "bans_recent": bans,
         "last_ban_age": 3.0 if bans else None,
         "idle": 0.1,
+        "phase": "cooling down" if state == "cooling" else "holding",
+        "learned": 9.5 if state == "cooling" else 19.0,
+        "ceiling": 20.0 if state == "cooling" else 21.0,
+        "why": "ban" if state == "cooling" else "hold",
+        "learned_age": 3.0 if bans else 40.0,
     }
 
 

@@ -28,8 +28,8 @@ def test_status_shows_the_limit_the_keys_and_one_line_per_warning() -> None:
     )
     lines = text.splitlines()
     (cooling,) = [line for line in lines if "10.0.0.99:3128" in line]
-    assert cooling.split() == ["books.test", "10.0.0.99:3128", "cooling", "10.00", "-", "-",
-                               "12.5s", "2"]  # fmt: skip
+    assert cooling.split() == ["books.test", "10.0.0.99:3128", "cooling", "cooling", "down",
+                               "10.00", "-", "9.50", "20.00", "-", "12.5s", "2"]  # fmt: skip
     assert sum(1 for line in lines if line.startswith("books.test")) == STATUS_KEYS
     assert "… 2 more (--json)" in text
     warnings = [line for line in lines if line.startswith("warning:")]

@@ -22,9 +22,12 @@ def config(**values: object) -> PolitenessConfig:
 def test_defaults_are_the_documented_ones() -> None:
     c = config()
     assert c.enabled and c.key_kind == "host" and c.namespace == "book"
-    assert c.limits == Limits(rate=1.0, min_rate=0.1, max_rate=4.0, burst=1)
+    # no ceiling: each key learns its own
+    assert c.limits == Limits(rate=1.0, min_rate=0.1, max_rate=math.inf, burst=1)
     assert c.ban_statuses == {403, 429, 503} and c.ban_markers == ()
-    assert (c.backoff, c.probe, c.window, c.cooldown) == (0.5, 0.25, 10.0, 20.0)
+    assert (c.backoff, c.growth, c.probe, c.window, c.cooldown) == (0.5, 2.0, 0.05, 2.0, 20.0)
+    assert (c.probe_interval, c.precision, c.latency_factor) == (120.0, 0.1, 3.0)
+    assert (c.memory, c.max_keys) == (7 * 86400.0, 100_000)
     assert (c.lease_size, c.lease_horizon, c.gc_freeze) == (8, 1.0, True)
     assert c.limits_for("example.com") == c.limits
 
@@ -38,13 +41,20 @@ def test_derived_defaults_follow_the_rate_and_sites_widen_them() -> None:
         POLITENESS_SITES=json.dumps({"Slow.example": 0.5, "fast.example": {"rate": 200}}),
         POLITENESS_NAMESPACE="fleet",
     )
-    assert c.limits == Limits(20.0, 2.0, 80.0, 1) and c.probe == 5.0 and c.key_kind == "domain"
+    assert c.limits == Limits(20.0, 2.0, math.inf, 1) and c.key_kind == "domain"
     assert c.ban_statuses == {429, 503} and c.ban_markers == (b"Access denied", b"captcha")
-    assert c.limits_for("slow.example") == Limits(0.5, 0.5, 80.0, 1)
-    assert c.limits_for("fast.example") == Limits(200.0, 2.0, 200.0, 1)
+    assert c.limits_for("slow.example") == Limits(0.5, 0.5, math.inf, 1)
+    assert c.limits_for("fast.example") == Limits(200.0, 2.0, math.inf, 1)
     assert c.namespace == "fleet"
     site = config(POLITENESS_SITES={"a.example": {"rate": 3, "min_rate": 1, "burst": 4}})
-    assert site.limits_for("a.example") == Limits(3.0, 1.0, 4.0, 4)
+    assert site.limits_for("a.example") == Limits(3.0, 1.0, math.inf, 4)
+    # a site's cap alone: it starts at the default rate (or the cap, when lower) and never
+    # passes the cap; a cap for every site starts them no higher than it
+    capped = config(POLITENESS_SITES={"a.example": {"max_rate": 0.5}, "b.example": {"max_rate": 9}})
+    assert capped.limits_for("a.example") == Limits(0.5, 0.1, 0.5, 1)
+    assert capped.limits_for("b.example") == Limits(1.0, 0.1, 9.0, 1)
+    assert config(POLITENESS_MAX_RATE=0.5).limits == Limits(0.5, 0.05, 0.5, 1)
+    assert config(POLITENESS_MAX_RATE=0).limits.max_rate == math.inf
 
 
 @pytest.mark.parametrize(
@@ -69,8 +79,31 @@ def test_derived_defaults_follow_the_rate_and_sites_widen_them() -> None:
             "POLITENESS_BURST must be a whole number from 1 to 1000000, got 0",
         ),
         ({"POLITENESS_BURST": 1.5}, "POLITENESS_BURST must be a whole number > 0, got 1.5"),
-        ({"POLITENESS_BACKOFF": 1}, "POLITENESS_BACKOFF must be below 1, got 1"),
-        ({"POLITENESS_PROBE": -0.1}, "POLITENESS_PROBE must be >= 0, got -0.1"),
+        (
+            {"POLITENESS_BACKOFF": 1},
+            "POLITENESS_BACKOFF must be a fraction above 0 and below 1, got 1",
+        ),
+        ({"POLITENESS_PROBE": -0.1}, "POLITENESS_PROBE must be > 0, got -0.1"),
+        # the old meaning (requests/s) is refused, not read as 100 %
+        ({"POLITENESS_PROBE": 1}, "POLITENESS_PROBE must be a fraction above 0 and below 1"),
+        ({"POLITENESS_GROWTH": 1}, "POLITENESS_GROWTH must be above 1 and at most 10, got 1"),
+        ({"POLITENESS_GROWTH": "fast"}, "POLITENESS_GROWTH must be a number, got 'fast'"),
+        ({"POLITENESS_PRECISION": 0}, "POLITENESS_PRECISION must be > 0, got 0"),
+        ({"POLITENESS_PROBE_INTERVAL": 0}, "POLITENESS_PROBE_INTERVAL must be > 0, got 0"),
+        (
+            {"POLITENESS_LATENCY_FACTOR": 0.5},
+            "POLITENESS_LATENCY_FACTOR must be above 1 (or 0: off), got 0.5",
+        ),
+        ({"POLITENESS_MEMORY": -1}, "POLITENESS_MEMORY must be > 0, got -1"),
+        (
+            {"POLITENESS_MAX_KEYS": 0},
+            "POLITENESS_MAX_KEYS must be a whole number from 1 to 1000000, got 0",
+        ),
+        ({"POLITENESS_MAX_RATE": -2}, "POLITENESS_MAX_RATE must be >= 0, got -2"),
+        (
+            {"POLITENESS_SITES": {"a.example": {}}},
+            "POLITENESS_SITES['a.example'] is empty (give rate, min_rate, max_rate, burst)",
+        ),
         ({"POLITENESS_COOLDOWN": "inf"}, "POLITENESS_COOLDOWN must be a finite number, got 'inf'"),
         (
             {"POLITENESS_BAN_STATUSES": "429,abc"},
@@ -118,6 +151,12 @@ NAMES = [
     "POLITENESS_SITES",
     "POLITENESS_ENABLED",
     "POLITENESS_GC_FREEZE",
+    "POLITENESS_GROWTH",
+    "POLITENESS_PRECISION",
+    "POLITENESS_PROBE_INTERVAL",
+    "POLITENESS_LATENCY_FACTOR",
+    "POLITENESS_MEMORY",
+    "POLITENESS_MAX_KEYS",
 ]
 HOSTILE = st.one_of(
     st.none(),
@@ -145,9 +184,13 @@ def test_hostile_values_give_a_config_or_one_line_naming_the_setting(
         return
     limits = [c.limits, *c.sites.values()]
     for lim in limits:
-        assert all(math.isfinite(v) and v > 0 for v in (lim.rate, lim.min_rate, lim.max_rate))
+        assert all(math.isfinite(v) and v > 0 for v in (lim.rate, lim.min_rate))
+        assert lim.max_rate > 0 and not math.isnan(lim.max_rate)
         assert lim.min_rate <= lim.rate <= lim.max_rate and lim.burst >= 1
     assert 0 < c.backoff < 1 and c.lease_size >= 1 and c.lease_horizon > 0
+    assert 1 < c.growth <= 10 and 0 < c.probe < 1 and 0 < c.precision < 1
+    assert c.latency_factor == 0 or c.latency_factor > 1
+    assert math.isfinite(c.memory) and c.memory > 0 and c.max_keys >= 1
 
 
 @pytest.mark.fuzz
