@@ -30,6 +30,7 @@ COMMANDS: list[str] = [
     "export",
     "requeue_failed",
     "bloom_info",
+    "politeness",
     "status",
     "seed",
     "pause",

@@ -32,6 +32,7 @@ import os
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -106,10 +107,15 @@ def _ready(url: str, key: str, accept: Any) -> bool:
     return resp.status_code == 200 and bool(accept(resp))
 
 
-def reset(lab: Lab) -> None:
-    """A clean start: no crawl state on the hub, no bans on the site, every proxy back at 100."""
+def reset(lab: Lab, keep_learned: bool = False) -> None:
+    """A clean start: no crawl state on the hub (``keep_learned``: but what the politeness keys
+    learned), no bans on the site, every proxy back at 100."""
     client = redis.Redis.from_url(lab.redis_url)
-    keys = list(client.scan_iter("book:*"))
+    keys = [
+        k
+        for k in client.scan_iter("book:*")
+        if not (keep_learned and k.startswith(b"book:politeness:"))
+    ]
     if keys:
         client.delete(*keys)
     client.close()
@@ -153,10 +159,19 @@ def _stop(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
 
 
 def crawl(
-    lab: Lab, name: str, workers: int, settings: tuple[str, ...], books: int, cap: float
+    lab: Lab,
+    name: str,
+    workers: int,
+    settings: tuple[str, ...],
+    books: int,
+    cap: float,
+    keep_learned: bool = False,
+    during: Callable[[float], None] | None = None,
 ) -> Crawl:
-    """One time-bounded crawl of ``books`` by ``workers`` processes from a clean start."""
-    reset(lab)
+    """One time-bounded crawl of ``books`` by ``workers`` processes from a clean start
+    (``keep_learned``: the politeness keys keep what an earlier crawl learned). ``during`` is
+    called while it runs with the seconds since the site's first API request."""
+    reset(lab, keep_learned)
     site_log = lab.tmp / "demosite.log"
     offset = site_log.stat().st_size
     client = redis.Redis.from_url(lab.redis_url)
@@ -177,6 +192,8 @@ def crawl(
         elif first is None and time.monotonic() - launched > START_TIMEOUT:
             how = f"no API request within {START_TIMEOUT:g} s of the launch"
         else:
+            if during is not None and first is not None:
+                during(time.time() - first)
             time.sleep(0.2)  # bounded: the cap ends the loop
     stopped = time.time()
     if how == "complete":
@@ -294,11 +311,8 @@ def lone(ctx: Any, books: int, cap: float) -> list[dict[str, Any]]:
         )
         lab.crawl_env("", lab.start_accountpool("--no-tester"))
         for mode in MODES:
-            # the inventory's per-site rate (POLITENESS_SITES) for a site known to allow 5/s:
-            # 4.6 leaves room for the account pool's logins from the same address
-            site = ('POLITENESS_SITES={"127.0.0.1": {"rate": 4.6, "max_rate": 4.6}}',)
-            settings = (*mode_settings(mode), *(site if mode == "on" else ()))
-            c = crawl(lab, f"pc-lone-{mode}", 2, settings, books, cap)
+            # nothing about the site is configured: the key learns its 5/s
+            c = crawl(lab, f"pc-lone-{mode}", 2, mode_settings(mode), books, cap)
             since = c.started + WARMUP
             window = max(c.ended - since, 1e-3)
             # every API request counts against the address, logins included (the site's rule)
