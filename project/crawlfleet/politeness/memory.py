@@ -9,7 +9,7 @@ each a state hash (``lua/state.lua``); they are read in pipelined batches of :da
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -41,7 +41,10 @@ def learned_keys(client: redis.Redis, namespace: str) -> tuple[list[dict[str, An
     line per state hash that could not be read (left out)."""
     keys = SpiderKeys.for_client(namespace, client)
     prefix = keys.politeness("")
-    members = client.zrevrange(keys.politeness_index, 0, -1, withscores=True)
+    members = cast(
+        list[tuple[bytes | str, float]],
+        client.zrevrange(keys.politeness_index, 0, -1, withscores=True),
+    )
     now_ms = _hub_ms(client)
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
@@ -90,7 +93,7 @@ def forget(client: redis.Redis, namespace: str, site: str | None = None) -> int:
     the key again at its start rate."""
     keys = SpiderKeys.for_client(namespace, client)
     prefix = keys.politeness("")
-    names = [_text(n) for n in client.zrange(keys.politeness_index, 0, -1)]
+    names = [_text(n) for n in cast(list[bytes | str], client.zrange(keys.politeness_index, 0, -1))]
     chosen = [
         n for n in names if site is None or n[len(prefix) :].partition("@")[0] == site.lower()
     ]
