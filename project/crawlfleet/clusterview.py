@@ -76,7 +76,7 @@ class UnknownSpiderError(LookupError):
 
 
 def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _int(value: Any) -> int:
@@ -302,6 +302,11 @@ OBSERVE_MIN = 1.0
 # The hub binds when a PING takes HUB_SLOW_MS or more, or Redis uses HUB_BUSY_CPU of a core.
 HUB_SLOW_MS = 20.0
 HUB_BUSY_CPU = 0.9
+# The rate history: entries read per crawl, keys charted (the most recently used), and how far
+# back (s).
+HISTORY_READ = 2000
+HISTORY_KEYS = 8
+HISTORY_SECONDS = 3600.0
 # Garbage state hashes: at most this many warnings per crawl (the rest are counted).
 MAX_WARNINGS = 5
 # Key states that mean the site holds the key back.
@@ -447,7 +452,8 @@ def politeness_snapshot(
     pipe.zrevrange(k.politeness_index, 0, limit - 1, withscores=True)
     pipe.zcard(k.politeness_index)
     pipe.zrangebyscore(k.politeness_bans, now_ms - BAN_WINDOW * 1000, "+inf")
-    index, total, ban_rows = pipe.execute(raise_on_error=False)
+    pipe.lrange(k.politeness_history, -HISTORY_READ, -1)
+    index, total, ban_rows, history = pipe.execute(raise_on_error=False)
     used = [(_s(m), float(t)) for m, t in index] if isinstance(index, list) else []
     bans = _recent_bans(ban_rows, prefix)
     pipe = client.pipeline(transaction=False)
@@ -488,8 +494,32 @@ def politeness_snapshot(
         "keys_active": sum(1 for r in rows if r["state"] != "idle"),
         "bans_recent": sum(bans.values()),
         "keys": rows,
+        "history": rate_history(history, prefix, rows[:HISTORY_KEYS], now_ms),
         "warnings": warnings,
     }
+
+
+def rate_history(
+    entries: Any, prefix: str, rows: Sequence[dict[str, Any]], now_ms: float
+) -> dict[str, list[list[Any]]]:
+    """``politeness.history``: for each of ``rows``' keys, how its rate moved over the last
+    HISTORY_SECONDS — ``[seconds, rate, why]`` per change (``why``: ``learning.WHY``'s words;
+    ``ban`` and ``slow-down`` are the chart's marks), oldest first. Unreadable entries are
+    skipped."""
+    wanted = {r["key"] for r in rows}
+    found: dict[str, list[list[Any]]] = {key: [] for key in wanted}
+    for entry in entries if isinstance(entries, list) else []:
+        parts = _s(entry).split(" ", 3)
+        if len(parts) != 4 or not parts[3].startswith(prefix):
+            continue
+        key = parts[3][len(prefix) :]
+        try:
+            at, rate, why = float(parts[0]), float(parts[1]), int(parts[2])
+        except ValueError:
+            continue
+        if key in found and now_ms - at <= HISTORY_SECONDS * 1000 and math.isfinite(rate):
+            found[key].append([round(at / 1000, 3), rate, learning.WHY.get(why, "start")])
+    return found
 
 
 # -- one spider --------------------------------------------------------------------------------

@@ -347,6 +347,10 @@ class SpiderKeys:
     def politeness_bans(self) -> str:
         return self._key("politeness", "bans")
 
+    @property
+    def politeness_history(self) -> str:
+        return self._key("politeness", "history")
+
 
 _FRONTIER_SUFFIX = SpiderKeys("").frontier
 #: SCAN MATCH pattern of the hashes every worker writes at start: how spiders are discovered.
@@ -667,6 +671,14 @@ KEYS: tuple[KeyDoc, ...] = (
         "recent ban signals: `<n> <state hash>` (`n`: the key's ban count) → time (ms); "
         "kept ten minutes, at most 1000 entries: `status` counts each key's bans of the last "
         "five minutes from it",
+    ),
+    KeyDoc(
+        "politeness_history",
+        "list",
+        "workers (`crawlfleet.politeness`)",
+        "how the keys' rates moved: `<ms> <rate> <why> <key>` appended at each change (a "
+        "learning window that moved the rate, a ban, a slow-down; `why` as the state hash's), "
+        "the last 5000 kept: the dashboard's chart of each key's rate",
     ),
 )
 

@@ -254,6 +254,9 @@ class Budget:
     def _names(self, key: str) -> list[str]:
         return [self.keys.politeness(key), self.keys.politeness_index]
 
+    def _lease_names(self, key: str) -> list[str]:
+        return [*self._names(key), self.keys.politeness_history]
+
     # -- slots
 
     def acquire(self, key: str, want: int = 0) -> float:
@@ -339,7 +342,7 @@ class Budget:
         ]
         sent = self.clock()
         try:
-            reply = self._lease(keys=self._names(key), args=args)
+            reply = self._lease(keys=self._lease_names(key), args=args)
         except redis.RedisError as exc:
             self._oks[key] = self._oks.get(key, 0) + oks
             self._lat[key] = (lat, latn)
@@ -427,7 +430,7 @@ class Budget:
         ]
         now = self.clock()
         try:
-            names = [*self._names(key), self.keys.politeness_bans]
+            names = [*self._names(key), self.keys.politeness_bans, self.keys.politeness_history]
             _rate, cool = (float(v) for v in self._ban(keys=names, args=args))
         except redis.RedisError as exc:
             self._hub_down(key, now, exc)

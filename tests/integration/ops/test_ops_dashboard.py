@@ -38,7 +38,9 @@ def test_page_shows_both_workers_and_growing_charts(
     # Long enough to outlast the checks (about 25 s); the workers are killed at teardown.
     site.pages, site.delay = 400, 0.25
     dash = start_dashboard(redis_url)
-    settings = crawl_settings(redis_url)
+    # with the politeness budget: the site's key learns, and the page charts its rate
+    polite = {"crawlfleet.politeness.middleware.PolitenessMiddleware": 750}
+    settings = crawl_settings(redis_url, DOWNLOADER_MIDDLEWARES=polite)
     workers = [start_worker(site.url, settings, name) for name in ("one", "two")]
     wait_until(lambda: all(len(w.parsed()) >= 2 for w in workers), what="both workers to crawl")
 
@@ -62,6 +64,10 @@ def test_page_shows_both_workers_and_growing_charts(
             what="the charts to gain points without a reload",
         )
         assert len(_alive_rows(driver)) == 2
+        # the key's rate: its start and each window that grew it (slow start: no ban here)
+        wait_until(lambda: _points(driver, "rates") >= 4, timeout=30, what="the rate chart")
+        cells = snapshot(driver, 'section[data-spider="site"] tr.key-row td')
+        assert any(c["text"] == "growing" for c in cells), cells
         state = snapshot(driver, "#state", "class")
         assert [s["class"] for s in state] == ["live"], state
         time.sleep(2)  # a few more points for a readable screenshot

@@ -8,7 +8,7 @@
 -- any other ban (a rate known clean, or one growing back) waits one pause.
 -- ARGV[7..] = {backoff, holdoff_ms, retry_after_ms, cool_ms, precision, probe_interval_ms,
 -- window_ms}. KEYS[3]: the namespace's recent bans (sorted set "<n> <state hash>" -> ms; for
--- status), kept ten minutes and at most 1000 entries. Returns {rate, cool-down end - now (ms)}.
+-- status), kept ten minutes and at most 1000 entries; KEYS[4] its rate history (`remember`). Returns {rate, cool-down end - now (ms)}.
 local BACKOFF, HOLDOFF = tonumber(ARGV[7]), tonumber(ARGV[8])
 local RETRY, COOL = tonumber(ARGV[9]), tonumber(ARGV[10])
 local PRECISION, INTERVAL, WINDOW = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
@@ -29,6 +29,7 @@ if NOW - S.banned >= HOLDOFF then
     S.probe = NOW + wait + math.max(S.gap, INTERVAL)
   end
   S.banned, S.learned, S.why = NOW, NOW, WHY.ban
+  remember(KEYS[4], WHY.ban)
 end
 S.bans = S.bans + 1
 next_window()

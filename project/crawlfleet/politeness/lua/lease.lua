@@ -10,6 +10,7 @@
 --     clean rate and, every probe gap, tries PROBE above it (a small additive probe). A clean
 --     window at or above the ceiling forgets it: the site raised its limit, and the key grows
 --     again, a quarter as fast as a key that never met a ban.
+-- KEYS[3]: the namespace's rate history (`remember`).
 -- ARGV[7..] = {want, horizon_ms, oks, window_ms, growth, probe, precision, lat_ms, latn, latf,
 -- slow_ms, max_keys, backoff, probe_interval_ms}. Returns {granted, first slot - now (ms), interval (ms), next ask - now
 -- (ms), rate, now}.
@@ -20,6 +21,7 @@ local LATF, SLOW_MS, MAX_KEYS = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber
 local BACKOFF, INTERVAL = tonumber(ARGV[19]), tonumber(ARGV[20])
 S.oks, S.lat, S.latn = S.oks + OKS, S.lat + LAT, S.latn + LATN
 local ended = NOW - S.window >= WINDOW
+local before = effective()
 if ended then
   -- an idle key, or one held lower by Crawl-delay, learns nothing about its rate
   local capped = S.cap > 0 and S.cap < S.rate
@@ -78,7 +80,11 @@ if ended then
     S.probe = math.max(S.probe, NOW + INTERVAL)
   end
   next_window()
+  if effective() ~= before or S.why == WHY.slow and S.learned == NOW then
+    remember(KEYS[3], S.why)
+  end
 end
+if NEW then remember(KEYS[3], WHY.start) end
 if ended or NEW then
   -- once a window per key and for each new key: the index forgets keys unused for the memory
   -- period (their hashes expired), and above MAX_KEYS the least recently used ones go with

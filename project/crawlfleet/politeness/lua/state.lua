@@ -54,6 +54,12 @@ local function fall_back(drew, backoff, precision)
   S.bad = drew
   return rate
 end
+-- how the rate moved, for the dashboard's chart: KEYS[HIST] of the calling script
+local function remember(hist, why)
+  redis.call('RPUSH', hist, string.format('%d %.6g %d %s', NOW, effective(), why, SK))
+  redis.call('LTRIM', hist, -5000, -1)
+  redis.call('PEXPIRE', hist, MEMORY)
+end
 -- a window ends: keep its count and length, start the next
 local function next_window()
   S.pok, S.pwin = S.oks, NOW - S.window
