@@ -5,15 +5,16 @@
 --   * the window's mean response time above LATF times the key's baseline (and SLOW_MS above
 --     it): the target slows down before it bans; back off as a ban would, without a cool-down;
 --   * a clean window that carried at least half its budget: its rate is clean (`good`). With no
---     ceiling seen the rate grows GROWTH times (slow start); with one (`bad`) far above, the next
+--     ceiling seen the rate grows GROWTH times (slow start; with a ceiling but no clean rate,
+--     up to PRECISION under it); with one (`bad`) far above, the next
 --     probe tries halfway between (a binary search); within PRECISION of it, the key holds the
 --     clean rate and, every probe gap, tries PROBE above it (a small additive probe). A clean
 --     window at or above the ceiling forgets it: the site raised its limit, and the key grows
 --     again, a quarter as fast as a key that never met a ban.
 -- KEYS[3]: the namespace's rate history (`remember`).
 -- ARGV[7..] = {want, horizon_ms, oks, window_ms, growth, probe, precision, lat_ms, latn, latf,
--- slow_ms, max_keys, backoff, probe_interval_ms}. Returns {granted, first slot - now (ms), interval (ms), next ask - now
--- (ms), rate, now}.
+-- slow_ms, max_keys, backoff, probe_interval_ms}. Returns {granted, first slot - now (ms),
+-- interval (ms), next ask - now (ms), rate, now}.
 local WANT, HORIZON, OKS = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local WINDOW, GROWTH, PROBE = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local PRECISION, LAT, LATN = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
