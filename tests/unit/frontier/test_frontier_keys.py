@@ -72,6 +72,7 @@ LEGACY = [
     (SpiderKeys("book").politeness("a.example@p:1"), "book:politeness:key:a.example@p:1"),
     (SpiderKeys("book").politeness_index, "book:politeness:index"),
     (SpiderKeys("book").politeness_bans, "book:politeness:bans"),
+    (SpiderKeys("book").politeness_history, "book:politeness:history"),
     (SpiderKeys("book").prefix, "book"),
     (SpiderKeys("a*b").glob, "a\\*b:*"),
 ]
