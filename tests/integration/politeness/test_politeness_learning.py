@@ -17,6 +17,7 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
+from crawlfleet.demosite.app import RateLimiter
 from crawlfleet.politeness.budget import Budget, Outcome
 from crawlfleet.politeness.config import PolitenessConfig
 
@@ -31,32 +32,32 @@ class Clock:
         return self.now
 
 
-@dataclass
 class Site:
-    """A fixed-window limit per client (key): more than ``limit`` requests in one window bans
-    the client for ``ban`` seconds; a banned client's requests get the ban with Retry-After."""
+    """The demo site's own limiter (``RateLimiter``: more than ``limit`` requests from one client
+    in a fixed one-second window bans it for ``ban`` seconds), answering as the demo site does:
+    a banned client's requests get the ban with Retry-After."""
 
-    limit: float
-    ban: float = 10.0
-    window: float = 1.0
-    windows: dict[str, tuple[float, int]] = field(default_factory=dict)
-    banned: dict[str, float] = field(default_factory=dict)
-    bans: int = 0
+    def __init__(self, limit: int, ban: float = 10.0) -> None:
+        self.limiter = RateLimiter(limit, 1.0, ban)
+
+    @property
+    def limit(self) -> int:
+        return self.limiter.limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self.limiter.limit = value
+
+    @property
+    def bans(self) -> int:
+        return self.limiter.bans_total
 
     def hit(self, client: str, now: float) -> Outcome:
-        until = self.banned.get(client, 0.0)
-        if until > now:
-            return Outcome(ban=True, retry_after=max(round(until - now), 1))
-        start, count = self.windows.get(client, (now, 0))
-        if now - start >= self.window:
-            start, count = now, 0
-        count += 1
-        self.windows[client] = (start, count)
-        if count > self.limit:
-            self.banned[client] = now + self.ban
-            self.windows.pop(client, None)
-            self.bans += 1
-            return Outcome(ban=True, retry_after=self.ban)
+        left = self.limiter.banned_for(client, now)
+        if left:
+            return Outcome(ban=True, retry_after=max(round(left), 1))
+        if self.limiter.hit(client, now):
+            return Outcome(ban=True, retry_after=self.limiter.ban_seconds)
         return Outcome(ban=False, latency=0.01)
 
 
@@ -142,7 +143,7 @@ def test_each_proxy_key_learns_its_own_limit(redis_client: redis.Redis) -> None:
             self.limit = 10 if client == "10.0.0.1" else 40
             return super().hit(client, now)
 
-    site = TwoLimits(limit=0)
+    site = TwoLimits(limit=10)
     keys = {"shop.example@p1:3128": "10.0.0.1", "shop.example@p2:3128": "10.0.0.2"}
     crawl(b, clock, site, keys, 120)
     slow, fast = (b.state(key) for key in keys)
@@ -180,7 +181,11 @@ def test_a_lowered_limit_is_followed_within_30_s_and_a_raised_one_found(
 def test_a_site_that_bans_everything_slows_the_key_to_its_floor(
     redis_client: redis.Redis,
 ) -> None:
-    clock, site = Clock(), Site(limit=0, ban=5)
+    class Wall(Site):
+        def hit(self, client: str, now: float) -> Outcome:
+            return Outcome(ban=True, retry_after=5)
+
+    clock, site = Clock(), Wall(limit=1)
     b = budget(redis_client, clock, POLITENESS_RATE=4, POLITENESS_MIN_RATE=0.5)
     tally = crawl(b, clock, site, {"wall.example": "a"}, 120)["wall.example"]
     state = b.state("wall.example")
@@ -198,14 +203,17 @@ def test_a_target_that_slows_down_is_backed_off_before_it_bans(
     b = budget(redis_client, clock)
 
     class Slowing(Site):
-        def hit(self, client: str, now: float) -> Outcome:
-            start, count = self.windows.get(client, (now, 0))
-            if now - start >= 1:
-                start, count = now, 0
-            self.windows[client] = (start, count + 1)
-            return Outcome(ban=False, latency=1.0 if count + 1 > 12 else 0.02)
+        """Never bans: past the 12th request of a one-second window the answers are slow."""
 
-    site = Slowing(limit=0)
+        seen: dict[str, tuple[float, int]] = {}
+
+        def hit(self, client: str, now: float) -> Outcome:
+            start, count = self.seen.get(client, (now, 0))
+            start, count = (now, 1) if now - start >= 1 else (start, count + 1)
+            self.seen[client] = (start, count)
+            return Outcome(ban=False, latency=1.0 if count > 12 else 0.02)
+
+    site = Slowing(limit=12)
     tally = crawl(b, clock, site, {"slow.example": "a"}, 120)["slow.example"]
     state = b.state("slow.example")
     assert tally.banned == 0
