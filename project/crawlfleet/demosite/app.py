@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from crawlfleet.demosite import linkgraph
 from crawlfleet.demosite.catalogue import Catalogue
-from crawlfleet.demosite.config import CONFIG_ENV, ConfigError, SiteConfig
+from crawlfleet.demosite.config import BAN_PAGE_MARKER, CONFIG_ENV, ConfigError, SiteConfig
 from crawlfleet.service.http import GuardPolicy, install_guard, parse_json
 
 log = logging.getLogger("crawlfleet.demosite")
@@ -246,7 +246,11 @@ class DemoSite:
 
         return endpoint
 
-    def _ban_response(self, seconds: float) -> JSONResponse:
+    def _ban_response(self, seconds: float) -> Response:
+        if self.config.ban_status == 200:
+            # a soft ban: an ordinary-looking page, no status and no Retry-After to go by
+            page = f"<html><body><h1>{BAN_PAGE_MARKER}</h1></body></html>"
+            return Response(page, media_type="text/html")
         return _error(
             self.config.ban_status,
             "address banned for sending too many requests",

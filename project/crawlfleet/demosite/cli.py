@@ -77,7 +77,8 @@ _ROWS: tuple[tuple[str, Any, options.Parser, str], ...] = (
      "window of the rate limit, seconds (fixed windows)"),
     ("ban_seconds", _DEFAULTS.ban_seconds, _real, "how long a banned address stays banned"),
     ("ban_status", _DEFAULTS.ban_status, _whole,
-     "status of a banned request: `403` or `429` (with `Retry-After`)"),
+     "status of a banned request: `403` or `429` (with `Retry-After`), or `200`: a ban page "
+     "only its text reveals (no `Retry-After`)"),
     ("latency_ms", _DEFAULTS.latency_ms, _real, "delay added to every guarded response"),
     ("workers", 1, integer(1, MAX_WORKERS), "uvicorn worker processes; counters, bans and "
      "revocations are kept per worker, so they are exact only with 1"),

@@ -15,7 +15,11 @@ from crawlfleet.service.options import ConfigError
 
 __all__ = ["CONFIG_ENV", "LIMITS", "ConfigError", "SiteConfig", "parse_accounts"]
 CONFIG_ENV = "DEMOSITE_CONFIG_JSON"
-BAN_STATUSES = (403, 429)
+# 200: a "soft" ban, a page that only its text tells from an answer (BAN_PAGE)
+BAN_STATUSES = (403, 429, 200)
+# The ban page's text at --ban-status 200: a crawler tells it by this marker
+# (POLITENESS_BAN_MARKERS), not by its status.
+BAN_PAGE_MARKER = "Access denied: this address sent too many requests"
 DAY = 86_400
 # Upper bounds of the numbers (the lower ones are in __post_init__): the catalogue draws its ids
 # from 9,000,000 numbers and holds them in memory, so a million books is the most it builds.
@@ -68,7 +72,9 @@ class SiteConfig:
         if self.ban_seconds < 0:
             raise ConfigError(f"--ban-seconds must be >= 0, got {self.ban_seconds}")
         if self.ban_status not in BAN_STATUSES:
-            raise ConfigError(f"--ban-status must be 403 or 429, got {self.ban_status}")
+            raise ConfigError(
+                f"--ban-status must be 403, 429 or 200 (a ban page), got {self.ban_status}"
+            )
         if self.latency_ms < 0:
             raise ConfigError(f"--latency-ms must be >= 0, got {self.latency_ms}")
 

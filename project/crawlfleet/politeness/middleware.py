@@ -7,7 +7,8 @@ scheduler handed out already holds a slot of its key (``politeness_slot`` in its
 proxy changed after the scheduler chose it — takes one here, waiting with an asyncio sleep (never
 blocking the reactor). Each response is classified (``POLITENESS_BAN_STATUSES``,
 ``POLITENESS_BAN_MARKERS``, ``Retry-After``) and its outcome and response time recorded on the
-key (a timeout counts as a response as slow as the timeout: the key learns from both); with
+key (a timeout counts as a response as slow as the timeout: the key learns from both); a ban page
+that only a marker reveals (its status is not a ban status) is retried, never parsed; with
 ``ROBOTSTXT_OBEY`` a robots.txt's ``Crawl-delay`` caps the site for the whole crawl. While the
 crawl runs, the objects alive at its start are frozen out of the garbage collector
 (``POLITENESS_GC_FREEZE``): a slot is usable for one interval only, and full collections of them
@@ -27,7 +28,8 @@ import redis
 from protego import Protego
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import DownloadTimeoutError, NotConfigured
+from scrapy.downloadermiddlewares.retry import get_retry_request
+from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from twisted.internet.error import TCPTimedOutError
 
@@ -93,7 +95,7 @@ class PolitenessMiddleware:
             self.stats.inc_value("politeness/wait/count")
             self.stats.inc_value("politeness/wait/ms", round(waited * 1000))
 
-    def process_response(self, request: Request, response: Response) -> Response:
+    def process_response(self, request: Request, response: Response) -> Request | Response:
         key = request.meta.get(META_KEY)
         if not key:
             return response
@@ -111,6 +113,8 @@ class PolitenessMiddleware:
             logger.debug(
                 "politeness: ban signal %s from %s (key %s)", response.status, request.url, key
             )
+            if response.status not in self.pacer.config.ban_statuses:
+                return self._ban_page(request, response)
         if (
             self.obey_robots
             and response.status == 200
@@ -118,6 +122,20 @@ class PolitenessMiddleware:
         ):
             self._crawl_delay(self.pacer.budget.site_of(key), response)
         return response
+
+    def _ban_page(self, request: Request, response: Response) -> Request:
+        """A ban only a body marker reveals (a 200 "access denied" page): it is no answer, so the
+        spider never sees it. The request is retried as RetryMiddleware would (``RETRY_TIMES``,
+        ``dont_retry``, stats ``retry/…``; it takes a new slot, through another proxy when its
+        pair rests); past its retries it is given up like any failed download (the frontier
+        keeps it with the failed requests: ``crawlfleet requeue-failed``)."""
+        self.stats.inc_value("politeness/responses/ban_page")
+        spider = self.crawler.spider
+        if spider is not None and not request.meta.get("dont_retry"):
+            retry = get_retry_request(request, spider=spider, reason="politeness ban page")
+            if retry is not None:
+                return retry
+        raise IgnoreRequest(f"a ban page (POLITENESS_BAN_MARKERS) from {request.url}")
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         """A download that timed out counts as a response as slow as the timeout: a target that

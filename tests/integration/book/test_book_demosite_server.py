@@ -7,6 +7,8 @@ import subprocess
 import httpx
 from book_lab import ACCOUNTS, ADMIN_SECRET, BIN, Lab
 
+from crawlfleet.demosite.config import BAN_PAGE_MARKER
+
 
 def client_from(address: str) -> httpx.Client:
     """A client whose connections leave from ``address`` (a distinct loopback source)."""
@@ -63,9 +65,25 @@ def test_site_bans_a_busy_address_only(lab: Lab) -> None:
         assert busy.get(f"{site}/api/book/", headers=headers).status_code == 200
 
 
+def test_a_soft_ban_is_a_page_only_its_text_reveals(lab: Lab) -> None:
+    site = lab.start_demosite(
+        *("--rate-limit", "2", "--rate-window", "30", "--ban-seconds", "30"),
+        *("--ban-status", "200"),
+        books=20,
+    )
+    with client_from("127.0.0.2") as busy:
+        headers = login(busy, site)  # 1 request
+        answers = [busy.get(f"{site}/api/book/", headers=headers) for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert "results" in answers[0].json()
+    banned = answers[2]
+    assert BAN_PAGE_MARKER in banned.text and "Retry-After" not in banned.headers
+    assert banned.headers["content-type"].startswith("text/html")
+
+
 def test_bad_flags_exit_2_with_one_line() -> None:
     for argv, needle in (
-        (["--ban-status", "500"], "--ban-status must be 403 or 429"),
+        (["--ban-status", "500"], "--ban-status must be 403, 429 or 200 (a ban page)"),
         (["--accounts", "nopassword"], "--accounts: expected user:password"),
         (["--jwt-secret", "short"], "--jwt-secret must be at least 32 bytes"),
         (["--workers", "0"], "--workers/DEMOSITE_WORKERS must be an integer between 1 and 64"),

@@ -13,6 +13,7 @@ from book_lab import ACCOUNT_KEY, ACCOUNTS, CRAWL_SETTINGS, Lab, export, wait_it
 from support.waiting import wait_until
 
 from crawlfleet.demosite.catalogue import Catalogue
+from crawlfleet.demosite.config import BAN_PAGE_MARKER
 
 # The chapter's settings: ten requests at a time, bans retried, no delay.
 CHAPTER = (
@@ -127,6 +128,27 @@ def test_no_proxies_two_workers_learn_the_sites_limit(lab: Lab) -> None:
     assert 4 <= state["good"] <= 5.5, state
     assert int(str(site["bans"])) <= 4, site
     assert total(stats, "politeness/responses/banned") <= 0.1 * pages
+
+
+def test_a_ban_page_only_its_text_reveals_is_learned_from_and_retried(lab: Lab) -> None:
+    """The site answers a banned address 200 with an "access denied" page: only the marker
+    (POLITENESS_BAN_MARKERS, a ban signal, not a rate) tells it. The pages are retried, never
+    parsed: every book once."""
+    books = 600
+    lab.start_demosite(
+        *("--rate-limit", "20", "--ban-seconds", "10", "--ban-status", "200"), books=books
+    )
+    lab.start_proxies()
+    env = lab.crawl_env(lab.start_proxypool(), lab.start_accountpool("--no-tester"))
+    stats = two_workers(lab, env, f"POLITENESS_BAN_MARKERS={BAN_PAGE_MARKER}")
+    assert_every_book_once(lab, books)
+    pages = total(stats, "politeness/responses/ban_page")
+    keys = {k: v for k, v in learned(lab).items() if "@" in k}
+    print(f"\nban pages: {pages} retried; learned {sorted(v['good'] for v in keys.values())}")
+    assert pages >= 1 and total(stats, "politeness/responses/banned") >= pages
+    # the pages taught the keys their ceiling as a 403 would
+    assert any(v["bad"] > 0 for v in keys.values()), keys
+    assert all(0 < v["good"] <= 21 for v in keys.values()), keys
 
 
 def test_a_sites_ban_cools_the_pair_down_and_spares_the_proxy(lab: Lab) -> None:

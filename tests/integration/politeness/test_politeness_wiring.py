@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 from scrapy import Request, Spider, signals
+from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
 from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
 from support.backends import Backend, ready_messages
@@ -210,3 +211,43 @@ def test_the_heap_is_frozen_while_a_paced_crawl_runs(redis_url: str) -> None:
     assert gc.get_freeze_count() == 0
     off.crawler.signals.send_catch_log(signals.spider_closed, spider=off.crawler.spider)
     assert gc.get_freeze_count() == 0
+
+
+def test_a_ban_page_is_retried_never_parsed_and_given_up_past_its_retries(
+    redis_url: str,
+) -> None:
+    """A 200 whose body holds a ban marker: a ban on the key, and the request retried (the
+    spider never sees the page); past RETRY_TIMES it is given up as a failed download."""
+    clock = Clock()
+    marker = "Access denied: this address sent too many requests"
+    mw = middleware(redis_url, clock, POLITENESS_BAN_MARKERS=[marker], RETRY_TIMES=1)
+    page = Request("http://g.example/1")
+    asyncio.run(mw.process_request(page))
+    body = f"<html><h1>{marker}</h1></html>".encode()
+    retried = mw.process_response(page, TextResponse(page.url, body=body, request=page))
+    assert isinstance(retried, Request) and retried.url == page.url and retried.dont_filter
+    assert retried.meta["retry_times"] == 1
+    assert mw.pacer.budget.state("g.example").bans == 1
+    assert stat(mw, "responses/ban_page") == 1
+    with pytest.raises(IgnoreRequest, match="a ban page"):
+        mw.process_response(retried, TextResponse(page.url, body=body, request=retried))
+    # a clean page goes to the spider; dont_retry is honoured
+    ok = TextResponse(page.url, body=b"<html>books</html>", request=page)
+    assert mw.process_response(page, ok) is ok
+    kept = Request("http://k.example/2", meta={"dont_retry": True})  # g.example rests now
+    asyncio.run(mw.process_request(kept))
+    with pytest.raises(IgnoreRequest):
+        mw.process_response(kept, TextResponse(kept.url, body=body, request=kept))
+
+
+def test_response_times_and_timeouts_reach_the_key(redis_url: str) -> None:
+    clock = Clock()
+    mw = middleware(redis_url, clock, DOWNLOAD_TIMEOUT=7)
+    request = Request("http://h.example/1", meta={"download_latency": 0.25})
+    asyncio.run(mw.process_request(request))
+    mw.process_response(request, TextResponse(request.url, body=b"x", request=request))
+    mw.process_exception(request, DownloadTimeoutError("took too long"))
+    mw.process_exception(request, ValueError("not a timeout"))
+    # sent with the key's next lease: 0.25 s and the 7 s timeout, two samples
+    assert mw.pacer.budget._lat["h.example"] == (7250.0, 2)
+    assert stat(mw, "responses/timeout") == 1
