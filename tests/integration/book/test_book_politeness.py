@@ -134,7 +134,7 @@ def test_a_ban_page_only_its_text_reveals_is_learned_from_and_retried(lab: Lab) 
     """The site answers a banned address 200 with an "access denied" page: only the marker
     (POLITENESS_BAN_MARKERS, a ban signal, not a rate) tells it. The pages are retried, never
     parsed: every book once."""
-    books = 600
+    books = 400
     lab.start_demosite(
         *("--rate-limit", "20", "--ban-seconds", "10", "--ban-status", "200"), books=books
     )
