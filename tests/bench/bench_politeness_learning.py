@@ -104,7 +104,7 @@ def crawl_rows(
     steady = served(c, after, c.ended, pages) / max(c.ended - after, 1e-3)
     bans, answers = banned(c, pages)
     keys = learned(lab)
-    return [
+    rows = [
         row(
             scenario,
             "time to 0.9 of the proxy-bound limit",
@@ -144,6 +144,9 @@ def crawl_rows(
             f"{c.stored / max(c.seconds, 1e-3):.1f} books/s over the whole crawl, warm-up included",
         ),
     ]
+    for r in rows:  # as they come: a long run cut short still shows its crawls
+        print(f"  {r['scenario']} | {r['metric']}: {r['value']:.3g} {r['unit']} ({r['note']})")
+    return rows
 
 
 def site_lab(ctx: Any, name: str, limit: int, books: int, *flags: str) -> Lab:
