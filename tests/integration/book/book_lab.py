@@ -112,6 +112,10 @@ class Lab:
             self.redis_url,
             "--test-url",
             f"{self.site_url}/ip",
+            # the site refusing an address for a while is the politeness budget's business (per
+            # site and proxy), not the proxy's health: the proxy answered
+            "--test-status",
+            "200,403,429",
             "--fetch-interval",
             "1",
             "--test-interval",
