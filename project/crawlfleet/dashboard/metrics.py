@@ -284,9 +284,9 @@ class ViewCollector(Collector):
                 labels = [s["spider"], k["site"], k["proxy"] or ""]
                 held.add_metric(labels, 1.0 if k["state"] in SITE_BOUND else 0.0)
                 for name in PHASES:
-                    phases.add_metric([*labels, name], 1.0 if k.get("phase") == name else 0.0)
+                    phases.add_metric([*labels, name], 1.0 if k["phase"] == name else 0.0)
                 for field, g in gauges:
-                    if k.get(field) is not None:
+                    if k[field] is not None:
                         g.add_metric(labels, float(k[field]))
         return [bound, *(g for _, g in totals), held, phases, *(g for _, g in gauges)]
 

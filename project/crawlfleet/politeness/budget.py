@@ -461,8 +461,8 @@ class Budget:
     def state(self, key: str) -> KeyState:
         """The key's state on the hub (one round trip), on this budget's clock."""
         found = self.client.hgetall(self.keys.politeness(key))
-        raw = learning.decode(key, {_text(k): _text(v) for k, v in found.items()})
-        now_ms = self.clock() * 1000 if self._injected else _hub_ms(self.client)
+        raw = learning.decode(key, {text(k): text(v) for k, v in found.items()})
+        now_ms = self.clock() * 1000 if self._injected else hub_ms(self.client)
         limits = self.config.limits_for(self.site_of(key))
         return KeyState(
             rate=raw.get("rate") or limits.rate,
@@ -481,10 +481,12 @@ class Budget:
         return self.state(f"{site}@{proxy}").cooldown
 
 
-def _text(value: bytes | str) -> str:
+def text(value: bytes | str) -> str:
+    """A Redis reply as text (undecodable bytes replaced)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def _hub_ms(client: redis.Redis) -> float:
+def hub_ms(client: redis.Redis) -> float:
+    """Redis's clock (``TIME``) in milliseconds: the scripts' clock."""
     seconds, micros = client.time()
     return seconds * 1000 + micros / 1000

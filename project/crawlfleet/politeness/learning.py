@@ -68,7 +68,7 @@ def decode(key: str, raw: dict[str, str]) -> dict[str, float]:
 def phase(fields: dict[str, float], now_ms: float) -> str:
     """Where the key's controller stands now (one of :data:`PHASES`)."""
     banned = fields.get("banned", NEVER)
-    why = WHY.get(int(fields.get("why", 0)), "start")
+    last = why(fields)
     if fields.get("cool", 0.0) > now_ms:
         return "cooling down"
     rate = fields.get("rate", 0.0)
@@ -77,11 +77,11 @@ def phase(fields: dict[str, float], now_ms: float) -> str:
     if recent and rate > 0 and next_slot > HELD_MS + 2000 / rate:
         return "cooling down"  # the site's Retry-After pushed the key's next slot out
     learned = fields.get("learned", 0.0)
-    if why in ("ban", "slow-down") and now_ms - learned < BACKING_OFF * 1000:
+    if last in ("ban", "slow-down") and now_ms - learned < BACKING_OFF * 1000:
         return "backing off"
     if fields.get("bad", 0.0) <= 0:
         return "growing"
-    if why == "probe":
+    if last == "probe":
         return "probing"
     return "holding"
 

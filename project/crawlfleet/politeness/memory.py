@@ -15,17 +15,9 @@ import redis
 
 from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.politeness import learning
+from crawlfleet.politeness.budget import hub_ms, text
 
 BATCH = 500
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def _hub_ms(client: redis.Redis) -> float:
-    seconds, micros = client.time()
-    return float(seconds) * 1000 + float(micros) / 1000
 
 
 def namespace_of(client: redis.Redis, spider: str) -> str:
@@ -33,7 +25,7 @@ def namespace_of(client: redis.Redis, spider: str) -> str:
     the spider's name."""
     keys = SpiderKeys.for_client(spider, client)
     recorded = client.hget(keys.frontier, "politeness_namespace")
-    return _text(recorded) if recorded else spider
+    return text(recorded) if recorded else spider
 
 
 def learned_keys(client: redis.Redis, namespace: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -45,7 +37,7 @@ def learned_keys(client: redis.Redis, namespace: str) -> tuple[list[dict[str, An
         list[tuple[bytes | str, float]],
         client.zrevrange(keys.politeness_index, 0, -1, withscores=True),
     )
-    now_ms = _hub_ms(client)
+    now_ms = hub_ms(client)
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
     for start in range(0, len(members), BATCH):
@@ -54,12 +46,12 @@ def learned_keys(client: redis.Redis, namespace: str) -> tuple[list[dict[str, An
         for name, _ in batch:
             pipe.hgetall(name)
         for (name, used), raw in zip(batch, pipe.execute(raise_on_error=False), strict=True):
-            state = _text(name)
+            state = text(name)
             key = state[len(prefix) :] if state.startswith(prefix) else state
             if not isinstance(raw, dict) or not raw:
                 continue  # expired since the index named it
             try:
-                fields = learning.decode(key, {_text(k): _text(v) for k, v in raw.items()})
+                fields = learning.decode(key, {text(k): text(v) for k, v in raw.items()})
             except learning.BadKeyState as exc:
                 warnings.append(f"{exc}; key left out")
                 continue
@@ -93,7 +85,7 @@ def forget(client: redis.Redis, namespace: str, site: str | None = None) -> int:
     the key again at its start rate."""
     keys = SpiderKeys.for_client(namespace, client)
     prefix = keys.politeness("")
-    names = [_text(n) for n in cast(list[bytes | str], client.zrange(keys.politeness_index, 0, -1))]
+    names = [text(n) for n in cast(list[bytes | str], client.zrange(keys.politeness_index, 0, -1))]
     chosen = [
         n for n in names if site is None or n[len(prefix) :].partition("@")[0] == site.lower()
     ]
