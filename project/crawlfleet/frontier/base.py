@@ -31,6 +31,7 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.misc import build_from_crawler
 from twisted.internet.task import LoopingCall
 
+from crawlfleet.frontier import replicas
 from crawlfleet.frontier.config import (
     SCRAPY_DEFAULT_DUPEFILTER,
     SET_DUPEFILTER,
@@ -379,6 +380,39 @@ class FrontierScheduler(BaseScheduler):
         if nextcall is not None:
             nextcall.schedule()
 
+    def _replica_keys(self) -> list[str]:
+        """A key of every primary the crawl writes to (where ``WAIT`` counts the replicas)."""
+        return [self.config.queue_key]
+
+    def _wait_replicas(self) -> int:
+        """``SCHEDULER_WAIT_REPLICAS``, counted from the replicas online the first time it is
+        needed when the setting is unset (raises ``redis.RedisError`` if the hub does not answer:
+        the caller retries, and the count is taken again)."""
+        if self.config.wait_replicas is None:
+            self.config.wait_replicas = replicas.decide(
+                self.client,
+                self._replica_keys(),
+                None,
+                self.config.wait_timeout_ms,
+                self.config.masked_url,
+            )
+        return self.config.wait_replicas
+
+    def _check_replicas(self) -> None:
+        """At start: count the replicas (unset setting) or say once that fewer than the set number
+        are online; a hub that does not answer now is counted at the first enqueue."""
+        with contextlib.suppress(redis.RedisError):
+            if self.config.wait_replicas is None:
+                self._wait_replicas()
+            elif self.config.wait_replicas:
+                replicas.decide(
+                    self.client,
+                    self._replica_keys(),
+                    self.config.wait_replicas,
+                    self.config.wait_timeout_ms,
+                    self.config.masked_url,
+                )
+
     def _durably(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """Run a write ``script``; with ``SCHEDULER_WAIT_REPLICAS``, also ``WAIT`` for replicas.
 
@@ -386,17 +420,14 @@ class FrontierScheduler(BaseScheduler):
         writes). Too few replicas within ``SCHEDULER_WAIT_TIMEOUT`` raise ``NotReplicated``, a
         Redis error: the caller keeps the work and retries it, as after any Redis failure.
         """
-        want = self.config.wait_replicas
+        want = self._wait_replicas()
         if not want:
             return script(keys=keys, args=args)
-        client: Any = self.client
-        cluster = isinstance(client, redis.cluster.RedisCluster)
+        cluster = isinstance(self.client, redis.cluster.RedisCluster)
         try:
-            if cluster:
-                # A cluster pipeline runs no script and sends WAIT to every primary on other
-                # connections: both go to the node of the crawl's slot, on one connection.
-                client = client.get_redis_connection(client.get_node_from_key(keys[0]))
-            pipe = client.pipeline(transaction=False)
+            # A cluster pipeline runs no script and sends WAIT to every primary on other
+            # connections: both go to the node of the crawl's slot, on one connection.
+            pipe = replicas.node_client(self.client, keys[0]).pipeline(transaction=False)
             script(keys=keys, args=args, client=pipe)
             pipe.wait(want, self.config.wait_timeout_ms)
             result, acked = pipe.execute()

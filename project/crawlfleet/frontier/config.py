@@ -95,10 +95,10 @@ def redis_from_settings(settings: BaseSettings, check: bool = True) -> redis.Red
     return client
 
 
-def default_wait(url: str) -> int:
-    """``SCHEDULER_WAIT_REPLICAS``'s default: 1 through Sentinel and on a Redis Cluster (a
-    failover loses no enqueue)."""
-    return 1 if is_sentinel_url(url) or is_cluster_url(url) else 0
+def default_wait(url: str) -> int | None:
+    """``SCHEDULER_WAIT_REPLICAS``'s default: through Sentinel and on a Redis Cluster, ``None``
+    (the replicas that exist, counted at start: ``crawlfleet.frontier.replicas``); else 0."""
+    return None if is_sentinel_url(url) or is_cluster_url(url) else 0
 
 
 def _positive(settings: BaseSettings, name: str, default: float) -> float:
@@ -213,8 +213,9 @@ class FrontierConfig:
     idle_poll_max: float = 2.0
     enqueue_batch: bool = False
     seen_cache: int = 100_000
-    # WAIT after each enqueue: replicas that must hold it, and for how long to wait (ms)
-    wait_replicas: int = 0
+    # WAIT after each enqueue: replicas that must hold it (None: as many as exist, up to one,
+    # decided at start by crawlfleet.frontier.replicas), and for how long to wait (ms)
+    wait_replicas: int | None = 0
     wait_timeout_ms: int = 1000
     worker_id: str = field(default="")
     # what decoded entries may name besides Scrapy's own request classes, and their URL schemes
@@ -330,7 +331,11 @@ class FrontierConfig:
             idle_poll_max=max(idle_poll, _positive(settings, "SCHEDULER_IDLE_POLL_MAX", 2.0)),
             enqueue_batch=_flag(settings, "SCHEDULER_ENQUEUE_BATCH", False),
             seen_cache=_count_setting(settings, "SCHEDULER_SEEN_CACHE", 100_000),
-            wait_replicas=_count_setting(settings, "SCHEDULER_WAIT_REPLICAS", default_wait(url)),
+            wait_replicas=(
+                default_wait(url)
+                if settings.get("SCHEDULER_WAIT_REPLICAS") is None
+                else _count_setting(settings, "SCHEDULER_WAIT_REPLICAS", 0)
+            ),
             wait_timeout_ms=int(_positive(settings, "SCHEDULER_WAIT_TIMEOUT", 1.0) * 1000),
             worker_id=str(settings.get("SCHEDULER_WORKER_ID") or default_worker_id()),
             request_classes=request_classes_setting(settings),

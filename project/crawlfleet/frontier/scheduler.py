@@ -169,7 +169,12 @@ class Scheduler(FrontierScheduler):
         filters = [build_dupefilter(crawler, k, n) for k in range(n)] if n > 1 else []
         df = filters[0] if filters else build_dupefilter(crawler)
         record_shard_count(client, config.keys, n, config.queue_key, config.keys.seq, df.key)
-        return cls(crawler, config, client, queue, df, shard_filters=tuple(filters[1:]))
+        built = cls(crawler, config, client, queue, df, shard_filters=tuple(filters[1:]))
+        built._check_replicas()  # SCHEDULER_WAIT_REPLICAS: said once at start
+        return built
+
+    def _replica_keys(self) -> list[str]:
+        return [shard.script_keys[0] for shard in self.shards]
 
     # -- Scrapy's scheduler interface ---------------------------------------------------------
 

@@ -139,13 +139,13 @@ def test_frontier_config_tags_every_key_on_a_cluster() -> None:
         "{book}:dupefilter",
         "{book}:start_urls",
     )
-    assert config.keys.prefix == "{book}" and config.cluster and config.wait_replicas == 1
+    assert config.keys.prefix == "{book}" and config.cluster and config.wait_replicas is None
     plain = FrontierConfig.from_settings(Settings({"REDIS_URL": "redis://h:1/0"}), "book")
     assert (plain.queue_key, plain.keys.prefix, plain.cluster) == ("book:requests", "book", False)
     renamed = Settings({**cluster.copy_to_dict(), "SCHEDULER_QUEUE_KEY": "q"})
     with pytest.raises(FrontierConfigError, match="outside the crawl's hash slot"):
         FrontierConfig.from_settings(renamed, "book")
-    assert default_wait("redis+cluster://h:1/0") == 1
+    assert default_wait("redis+cluster://h:1/0") is None  # the replicas that exist
 
 
 _password = st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=12)
