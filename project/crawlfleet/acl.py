@@ -246,8 +246,8 @@ def role_rules(role: str, spiders: Sequence[str], cluster: bool = False) -> Role
         reads += tuple(f"%R~{k}" for k in DASHBOARD_READS)
         reads += tuple(f"%R{rule}" for rule in shards)
         series = tuple(f"~{SpiderKeys(s).ops_queue}" for s in names)
-        state = f"~{_JOBS.alerts_state}"
-        return RoleRules(role, (*reads, *series, state), _DASHBOARD_COMMANDS)
+        state = (f"~{_JOBS.alerts_state}", f"~{_JOBS.alerts_notified}")
+        return RoleRules(role, (*reads, *series, *state), _DASHBOARD_COMMANDS)
     if role == "operator":
         return RoleRules(role, ("~*",), _OPERATOR_COMMANDS)
     if role == "replica":

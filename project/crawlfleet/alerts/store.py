@@ -8,6 +8,8 @@ at once: the last write wins, an observation may be lost, never counted twice.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import redis
@@ -35,6 +37,44 @@ def save_state(client: redis.Redis, state: AlertState) -> bool:
     except redis.ResponseError:
         return False
     return True
+
+
+def webhook_id(url: str) -> str:
+    """Which receiver a record of sent notifications is about (a digest: the URL may hold a
+    token)."""
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
+def load_notified(client: redis.Redis, webhook: str) -> dict[str, dict[str, Any]]:
+    """What the receiver ``webhook`` (:func:`webhook_id`) was last told is firing (alert key →
+    the alert's JSON); empty when nothing is stored for it or the record is unreadable. Raises
+    ``redis.RedisError``."""
+    raw = client.get(JobKeys.for_client(client).alerts_notified)
+    try:
+        stored = json.loads(raw) if isinstance(raw, bytes | str) else {}
+    except ValueError:
+        return {}
+    if not isinstance(stored, dict) or stored.get("webhook") != webhook:
+        return {}  # another receiver (the URL changed) was never told anything
+    alerts = stored.get("alerts")
+    if not isinstance(alerts, dict):
+        return {}
+    return {
+        str(key): alert
+        for key, alert in alerts.items()
+        if isinstance(alert, dict) and alert.get("key") == key
+    }
+
+
+def save_notified(client: redis.Redis, webhook: str, notified: dict[str, dict[str, Any]]) -> None:
+    """Store what the receiver ``webhook`` was told is firing (a day's expiry). Raises
+    ``redis.RedisError``."""
+    record = {"webhook": webhook, "alerts": notified}
+    client.set(
+        JobKeys.for_client(client).alerts_notified,
+        json.dumps(record, sort_keys=True),
+        px=STATE_TTL_MS,
+    )
 
 
 def current_alerts(

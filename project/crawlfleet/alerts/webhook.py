@@ -7,6 +7,12 @@ the rules' state in Redis fresh for ``crawlfleet status`` even without a webhook
 has a timeout, a failed one is retried with doubling back-off, and a receiver that is down or
 slow only delays the next notifications, never a page or ``/metrics``. Undeliverable events are
 logged and dropped after the last attempt; at most ``QUEUE_LIMIT`` wait (the oldest go first).
+
+What the receiver was told is firing is kept in the hub (``crawlfleet:alerts:notified``, written
+after each delivery, with a digest of the webhook's URL): a restarted dashboard with the same
+webhook starts from it, so an alert still firing is not sent
+again and one that resolved while the dashboard was down is sent ``resolved``. An event queued
+but not delivered when the dashboard stopped is sent again after the restart.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from crawlfleet import clusterview
 from crawlfleet.alerts.rules import Alert, AlertState
-from crawlfleet.alerts.store import current_alerts
+from crawlfleet.alerts.store import current_alerts, load_notified, save_notified, webhook_id
 from crawlfleet.redisconn import mask_url
 from crawlfleet.service.runtime import every
 
@@ -40,27 +46,47 @@ ERRORS = (redis.RedisError, OSError, ValueError, TypeError, KeyError)
 
 
 class Notifier:
-    """Turns successive alert lists into ``firing``/``resolved`` events and POSTs them."""
+    """Turns successive alert lists into ``firing``/``resolved`` events and POSTs them;
+    with ``client``, remembers in the hub what the receiver was told (see the module)."""
 
     def __init__(
         self,
         url: str,
         *,
+        client: redis.Redis | None = None,
         timeout: float = TIMEOUT,
         attempts: int = ATTEMPTS,
         backoff: float = BACKOFF,
     ) -> None:
         self.url = url
         self.where = mask_url(url)
+        self.client = client
         self.timeout, self.attempts, self.backoff = timeout, attempts, backoff
-        self.active: dict[str, Alert] = {}
+        # alert key -> the alert's JSON: as of the last events queued, and as delivered
+        self.active: dict[str, dict[str, Any]] = {}
+        self.told: dict[str, dict[str, Any]] = {}
+        self.loaded = client is None
+        self.store_error: str | None = None
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_LIMIT)
         self.delivered = 0
         self.dropped = 0
 
+    def load(self) -> None:
+        """Start from what the receiver was told before a restart (runs in a worker thread).
+        A hub that does not answer raises ``redis.RedisError`` (the caller tries again next
+        round); one that refuses the key (an ACL from before it existed) is said once, and the
+        notifier goes on in memory."""
+        assert self.client is not None
+        try:
+            self.told = load_notified(self.client, webhook_id(self.url))
+        except redis.ResponseError as exc:
+            self._store_failed(exc)
+        self.active = dict(self.told)
+        self.loaded = True
+
     def update(self, alerts: Sequence[Alert], now: float) -> None:
         """Queue an event for each alert that started firing or resolved since the last call."""
-        current = {a.key: a for a in alerts}
+        current = {a.key: a.to_json() for a in alerts}
         for key, alert in current.items():
             if key not in self.active:
                 self._put(_event("firing", alert, now))
@@ -68,6 +94,31 @@ class Notifier:
             if key not in current:
                 self._put(_event("resolved", alert, now))
         self.active = current
+
+    def _told(self, event: dict[str, Any]) -> None:
+        """The receiver got ``event``: remember it in the hub (runs in a worker thread)."""
+        alert = event["alert"]
+        if event["status"] == "firing":
+            self.told[alert["key"]] = alert
+        else:
+            self.told.pop(alert["key"], None)
+        if self.client is None:
+            return
+        try:
+            save_notified(self.client, webhook_id(self.url), self.told)
+            self.store_error = None
+        except redis.RedisError as exc:
+            self._store_failed(exc)
+
+    def _store_failed(self, exc: Exception) -> None:
+        if self.store_error is None:
+            log.warning(
+                "alert webhook %s: cannot keep what was sent in the hub (%s); a restart may "
+                "repeat or miss a notification",
+                self.where,
+                exc,
+            )
+        self.store_error = str(exc)
 
     def _put(self, event: dict[str, Any]) -> None:
         if self.queue.full():
@@ -83,6 +134,7 @@ class Notifier:
                 event = await self.queue.get()
                 if await self.deliver(http, event):
                     self.delivered += 1
+                    await run_in_threadpool(self._told, event)
                 else:
                     self.dropped += 1
 
@@ -113,13 +165,13 @@ class Notifier:
         return False
 
 
-def _event(status: str, alert: Alert, now: float) -> dict[str, Any]:
+def _event(status: str, alert: dict[str, Any], now: float) -> dict[str, Any]:
     return {
         "version": PAYLOAD_VERSION,
         "source": "crawlfleet dashboard",
         "status": status,
         "time": round(now, 3),
-        "alert": alert.to_json(),
+        "alert": alert,
     }
 
 
@@ -136,7 +188,7 @@ class Monitor:
     ) -> None:
         self.client, self.redis_url, self.spiders = client, redis_url, spiders
         self.interval = interval
-        self.notifier = Notifier(webhook) if webhook else None
+        self.notifier = Notifier(webhook, client=client) if webhook else None
         self.dupes = clusterview.DupefilterCache()
         self.state = AlertState()  # where Redis refuses the shared one
         self.alerts: list[Alert] = []
@@ -170,8 +222,14 @@ class Monitor:
                 )
             self.error = str(exc)
             return
-        if self.notifier is not None:
-            self.notifier.update(self.alerts, time.time())
+        if self.notifier is None:
+            return
+        if not self.notifier.loaded:
+            try:
+                await run_in_threadpool(self.notifier.load)
+            except ERRORS:
+                return  # the hub stopped answering: the next round loads it
+        self.notifier.update(self.alerts, time.time())
 
     async def run(self) -> None:
         """Forever (until cancelled): evaluate every interval and deliver the notifications."""

@@ -451,6 +451,10 @@ class JobKeys:
     def alerts_state(self) -> str:
         return self._key("alerts", "state")
 
+    @property
+    def alerts_notified(self) -> str:
+        return self._key("alerts", "notified")
+
 
 @dataclass(frozen=True)
 class KeyDoc:
@@ -782,6 +786,15 @@ JOB_KEYS: tuple[KeyDoc, ...] = (
         "`crawlfleet status`, the dashboard",
         "JSON: what the alert rules remember between evaluations (`crawlfleet.alerts.rules."
         "AlertState`: bans, dead-letter growth, job progress, since when); expires after a day",
+        fleet=True,
+    ),
+    KeyDoc(
+        "alerts_notified",
+        "string",
+        "the dashboard's alert webhook",
+        "JSON: the webhook URL's SHA-256 and, by alert key, each alert whose `firing` that "
+        "receiver got and whose `resolved` it has not: a restarted dashboard neither repeats "
+        "one nor misses one; expires after a day",
         fleet=True,
     ),
 )

@@ -34,8 +34,9 @@ from support.waiting import wait_until
 
 from crawlfleet.alerts import rules
 from crawlfleet.alerts.rules import Alert
+from crawlfleet.alerts.store import webhook_id as store_webhook_id
 from crawlfleet.alerts.webhook import Notifier
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.frontier.keys import JobKeys, SpiderKeys
 from crawlfleet.jobs import store
 
 KEY = "s3cret-dashboard-key"
@@ -420,3 +421,88 @@ def test_each_prometheus_rule_fires_on_its_event_and_only_then(tmp_path: Path) -
         [promtool, "test", "rules", "test.yml"], capture_output=True, text=True, cwd=tmp_path
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_a_restarted_dashboard_neither_repeats_nor_misses_a_notification(
+    own_redis: Any, start_dashboard: Any, receiver: Any
+) -> None:
+    got, hook = receiver
+    client = own_redis.client()
+    near = threading.Event()  # while set, the hub's maxmemory follows its use (alert firing)
+
+    def hold_near() -> None:
+        while not stop.is_set():
+            if near.is_set():
+                _near_maxmemory(client)
+            stop.wait(0.1)
+
+    stop = threading.Event()
+    holder = threading.Thread(target=hold_near, daemon=True)
+    holder.start()
+
+    def memory_events() -> list[str]:
+        with got.lock:
+            return [e["status"] for e in got.events if e["alert"]["name"] == rules.HUB_MEMORY]
+
+    try:
+        first = start_dashboard(own_redis.url, hook)
+        near.set()
+        wait_until(lambda: memory_events() == ["firing"], what="the first firing")
+        wait_until(lambda: client.exists(JobKeys().alerts_notified), what="what was sent, kept")
+        first.proc.kill()  # no clean stop
+        first.proc.wait(15)
+        near.clear()
+        client.config_set("maxmemory", "0")  # resolved while no dashboard watched
+        second = start_dashboard(own_redis.url, hook)
+        wait_until(lambda: memory_events() == ["firing", "resolved"], what="the missed resolved")
+        near.set()
+        wait_until(lambda: len(memory_events()) == 3, what="firing again")
+        second.proc.kill()
+        second.proc.wait(15)
+        client.delete(JobKeys().alerts_state)  # written again by the third's first round
+        third = start_dashboard(own_redis.url, hook)  # the alert is still firing
+        wait_until(lambda: client.exists(JobKeys().alerts_state), what="the third's evaluation")
+        near.clear()
+        client.config_set("maxmemory", "0")
+        wait_until(lambda: len(memory_events()) == 4, what="the second resolved")
+        # in order: a firing the third dashboard repeated would have come before the resolved
+        assert memory_events() == ["firing", "resolved", "firing", "resolved"]
+        assert third.proc.poll() is None
+        assert json.loads(client.get(JobKeys().alerts_notified))["alerts"] == {}
+    finally:
+        stop.set()
+        holder.join(5)
+        client.config_set("maxmemory", "0")
+        client.close()
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "not json",
+        "[]",
+        '{"webhook": "x", "alerts": {"A{}": {"key": "A{}"}}}',  # another receiver's
+        '{"alerts": {"A{}": {"key": "A{}"}}}',
+        '{"webhook": "%s", "alerts": []}',
+        '{"webhook": "%s", "alerts": {"A{}": "firing", "B{}": {"key": "C{}"}}}',
+    ],
+)
+def test_a_record_of_sent_alerts_for_another_receiver_or_unreadable_is_nothing_sent(
+    own_redis: Any, stored: str
+) -> None:
+    hook = "http://127.0.0.1:9/hook?token=t0ps3cret"
+    client = own_redis.client()
+    try:
+        client.set(JobKeys().alerts_notified, stored.replace("%s", store_webhook_id(hook)))
+        notifier = Notifier(hook, client=client)
+        notifier.load()
+        assert notifier.told == {} and notifier.active == {}
+        notifier._told({"status": "firing", "alert": _alert().to_json()})
+        record = json.loads(client.get(JobKeys().alerts_notified))
+        assert record["webhook"] == store_webhook_id(hook) and "t0ps3cret" not in str(record)
+        assert list(record["alerts"]) == [_alert().key]
+        again = Notifier(hook, client=client)
+        again.load()
+        assert list(again.active) == [_alert().key]
+    finally:
+        client.close()

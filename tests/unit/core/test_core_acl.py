@@ -35,6 +35,7 @@ def test_the_crawler_and_dashboard_are_limited_to_the_spiders() -> None:
     assert [k for k in dashboard.keys if not k.startswith("%R~")] == [
         "~book:ops:queue",
         "~crawlfleet:alerts:state",
+        "~crawlfleet:alerts:notified",
     ]
     assert "+@write" not in dashboard.commands
 
