@@ -7,7 +7,7 @@ PYTEST := $(VENV)/bin/pytest
 export PATH := $(CURDIR)/$(VENV)/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help install check lint unit integration lab lab-rabbitmq lab-security lab-valkey lab-mixed lab-projects lab-ha lab-cluster fuzz test demo bench lab-up lab-down lab-status clean
+.PHONY: help install check lint unit integration lab lab-rabbitmq lab-security lab-valkey lab-mixed lab-projects lab-ha lab-cluster lab-all fuzz test demo bench lab-up lab-down lab-status clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ lab-ha: install ## two more hubs join the lab: Sentinel failover with TLS and th
 
 lab-cluster: install ## three more hosts form a Redis Cluster (TLS, ACL users) for the workers: cluster ok, changed=0, the book crawl in one slot (not in make test)
 	$(PYTEST) -m cluster tests/lab
+
+lab-all: install ## every lab-* target above in turn, each from a fresh lab; one line each on screen and in results/lab-all.md (not in make test)
+	@scripts/lab-all.sh
 
 fuzz: install ## the property-based tests of hostile input with a large budget (make test runs a bounded one)
 	$(PYTEST) -m fuzz --hypothesis-profile=fuzz -p no:cacheprovider tests/unit tests/integration

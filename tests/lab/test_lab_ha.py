@@ -121,7 +121,8 @@ target = parse_sentinel_url(os.environ["REDIS_URL"])
 found = {{}}
 def attempt(name, call):
     try:
-        found[name] = ["ok", str(call())]
+        value = call()  # redis-py answers bytes: the address is compared as text
+        found[name] = ["ok", value.decode() if isinstance(value, bytes) else str(value)]
     except redis.exceptions.NoPermissionError:
         found[name] = ["no permission"]
     except (redis.exceptions.ConnectionError, OSError) as exc:
