@@ -22,7 +22,7 @@ import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 
-from crawlfleet.frontier import scripts
+from crawlfleet.frontier import preflight, scripts
 from crawlfleet.frontier.base import FrontierScheduler, build_dupefilter
 from crawlfleet.frontier.config import (
     FrontierConfig,
@@ -37,6 +37,7 @@ from crawlfleet.frontier.serialization import RequestCodec
 from crawlfleet.frontier.shards import Shard, record_shard_count, shard_of
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
 from crawlfleet.politeness.budget import site_key
+from crawlfleet.politeness.pacer import pacer_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -161,6 +162,10 @@ class Scheduler(FrontierScheduler):
     def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
         """Connect to Redis and check the queue key (errors are one-line FrontierConfigErrors)."""
         client = redis_from_settings(crawler.settings)
+        if refused := preflight.problem(
+            client, cls._written(crawler, config), config.masked_url, config.spider
+        ):
+            raise FrontierConfigError(refused)
         queue = config.queue_class(client, config.queue_key, config.site_kind)
         problem = queue.type_error()
         if problem:
@@ -172,6 +177,18 @@ class Scheduler(FrontierScheduler):
         built = cls(crawler, config, client, queue, df, shard_filters=tuple(filters[1:]))
         built._check_replicas()  # SCHEDULER_WAIT_REPLICAS: said once at start
         return built
+
+    @staticmethod
+    def _written(crawler: Crawler, config: FrontierConfig) -> list[str]:
+        """A key of each family the crawl writes: its own, its shards', its politeness
+        budget's (which may live in another namespace)."""
+        keys = [config.queue_key, config.dupefilter_key, config.start_urls_key, config.keys.seq]
+        keys += [config.keys.workers, config.keys.stats, config.keys.items]
+        keys += [*config.shard_queue_keys, *config.shard_start_urls_keys]
+        pacer = pacer_for(crawler)
+        if pacer is not None:
+            keys += [pacer.budget.keys.politeness_index, pacer.budget.keys.politeness_history]
+        return keys
 
     def _replica_keys(self) -> list[str]:
         return [shard.script_keys[0] for shard in self.shards]

@@ -212,3 +212,35 @@ def test_the_crawler_subscribes_to_its_liveness_channels_only(hub: SecureRedis) 
         other.close()
     with pytest.raises(redis.exceptions.NoPermissionError):
         crawler.publish(f"{SPIDER}:alive:w1", "x")
+
+
+POLITE = {
+    "DOWNLOADER_MIDDLEWARES": {"crawlfleet.politeness.middleware.PolitenessMiddleware": 750},
+    "POLITENESS_NAMESPACE": "shared",  # a budget shared by several spiders, outside the ACL
+}
+
+
+@pytest.mark.parametrize(
+    ("role", "extra", "refused"),
+    [
+        ("dashboard", {}, "site:requests"),  # reads the crawl, writes none of it
+        ("crawler", POLITE, "shared:politeness:index"),  # once: mid-crawl, at the first request
+    ],
+)
+def test_a_user_that_may_not_write_the_crawl_stops_the_worker_at_start_in_one_line(
+    hub: SecureRedis, site: Site, start_worker, role: str, extra: dict[str, object], refused: str
+) -> None:
+    operator = client(hub, "operator")
+    before = set(operator.scan_iter("*"))
+    worker = start_worker(site.url, frontier_settings(hub.url(role), **extra))
+    assert worker.wait() != 0
+    log = worker.log.read_text()
+    said = [line for line in log.splitlines() if "Frontier cannot start" in line]
+    assert len(said) == 1, log[-3000:]
+    assert (
+        f"Redis user '{role}' (REDIS_URL) may not write {refused}, a key of crawl 'site'"
+        in (said[0])
+    )
+    assert PASSWORDS[role] not in log
+    assert not site.crawled()  # nothing fetched
+    assert set(operator.scan_iter("*")) == before  # and nothing written
