@@ -416,16 +416,14 @@ class Scheduler(FrontierScheduler):
             self._idle_wait = min(2 * self._idle_wait, self.config.idle_poll_max)
 
     def _count(self, results: list[int]) -> None:
-        """Count enqueue results for the cluster stats, sent with the next SYNC."""
+        """Note what an enqueue queued (the scripts counted the crawl's statistics already)."""
         enqueued = results.count(1)
-        self._cluster_stats["scheduler/enqueued"] += enqueued
-        self._cluster_stats["dupefilter/filtered"] += results.count(0)
-        self._cluster_stats["scheduler/deadletter"] += results.count(2)
         if enqueued:
             self._enqueued_since_sync = True
             self._status.queued += enqueued
 
     def _filtered_locally(self) -> None:
+        # sent with the next round trip (a pop or a heartbeat): a SIGKILL loses at most those
         self._cluster_stats["dupefilter/filtered"] += 1
 
     def _kept(self) -> str:

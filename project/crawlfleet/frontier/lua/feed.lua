@@ -2,8 +2,10 @@
 -- dead letter) in the same step, so a crash between reading and pushing loses nothing, and two
 -- workers reading the same batch cannot both push it.
 -- ARGV[5..]: raw entry, dupefilter key (or '!dead'), argument, payload, priority, site. Returns
--- per entry what ENQUEUE returns, or -1 when another worker took the entry first.
+-- per entry what ENQUEUE returns, or -1 when another worker took the entry first; counted in the
+-- crawl's statistics in the same step, as ENQUEUE does.
 local out = {}
+local counts = {[-1] = 0, [0] = 0, [1] = 0, [2] = 0}
 for i = 5, #ARGV, 6 do
   local removed
   if SK_SET then removed = redis.call('SREM', SK, ARGV[i])
@@ -22,6 +24,10 @@ for i = 5, #ARGV, 6 do
     end
   end
   out[#out + 1] = res
+  counts[res] = counts[res] + 1
 end
 q_flush()
+stat('scheduler/enqueued', counts[1])
+stat('dupefilter/filtered', counts[0])
+stat('scheduler/deadletter', counts[2])
 return out
