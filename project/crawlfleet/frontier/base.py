@@ -366,6 +366,16 @@ class FrontierScheduler(BaseScheduler):
                 "scheduler needs Scrapy 2.19 (pinned in crawlfleet's dependencies)"
             )
 
+    def _crawl_closed(self, reason: str) -> None:
+        """A worker that finished the crawl (nothing queued, nobody holding a request: Scrapy's
+        ``finished``) lets the next run of the crawl run its start requests again."""
+        if reason != "finished":
+            return
+        try:
+            self.client.delete(self.keys.seeded)
+        except redis.RedisError as exc:
+            self._redis_error("close", exc)
+
     def _check_seeding_done(self) -> None:
         # The engine drops its start iterator once spider.start() is exhausted; until then the
         # seeding flag tells other workers that more requests are coming.

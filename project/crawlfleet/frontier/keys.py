@@ -267,6 +267,10 @@ class SpiderKeys:
         return self._key("seeding")
 
     @property
+    def seeded(self) -> str:
+        return self._key("seeded")
+
+    @property
     def paused(self) -> str:
         return self._key("paused")
 
@@ -555,6 +559,14 @@ KEYS: tuple[KeyDoc, ...] = (
         "string",
         "workers",
         "id of the worker running the start requests, while it does",
+    ),
+    KeyDoc(
+        "seeded",
+        "string",
+        "workers",
+        "id of the worker that ran the start requests to their end: no worker runs them again "
+        "until a worker finishes the crawl (closes it as `finished`), `SCHEDULER_FLUSH_ON_START` "
+        "or `crawlfleet purge`",
     ),
     KeyDoc(
         "paused",

@@ -257,6 +257,7 @@ class Scheduler(FrontierScheduler):
         self._collect_finished()
         # Whatever is still buffered or in flight goes back to the queue now, not after a timeout.
         self._sync("release", 0)
+        self._crawl_closed(reason)
         for alive in self._liveness:
             alive.close()
         for shard in self.shards:
@@ -353,11 +354,11 @@ class Scheduler(FrontierScheduler):
     # -- operations ---------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Forget the queue, the fingerprints and the seeding flag (SCHEDULER_FLUSH_ON_START)."""
+        """Forget the queue, the fingerprints and the seeding marks (SCHEDULER_FLUSH_ON_START)."""
         for shard in self.shards:
             shard.queue.clear()
             shard.df.clear()
-        self.client.delete(self.keys.seeding)
+        self.client.delete(self.keys.seeding, self.keys.seeded)
 
     def _shard_fields(self) -> dict[Any, Any]:
         """What a sharded crawl adds to ``<spider>:frontier`` for the operator tools: every

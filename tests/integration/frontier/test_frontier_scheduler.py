@@ -296,6 +296,51 @@ def test_seeding_claimed_by_the_first_worker_only(make_scheduler: MakeScheduler)
     assert second.stats.get_value("scheduler/start_skipped") == 1
 
 
+def test_a_seeded_crawl_is_not_seeded_again_when_its_only_worker_missed_its_deadline(
+    make_scheduler: MakeScheduler, redis_client: redis.Redis
+) -> None:
+    fast = {"SCHEDULER_HEARTBEAT_INTERVAL": 0.2, "SCHEDULER_LEASE_TIMEOUT": 0.6}
+    seeder = make_scheduler(**fast)
+    assert seeder._seeding
+    start = Request("https://e.test/", dont_filter=True, meta={"is_start_request": True})
+    assert seeder.enqueue_request(start)
+    seeder._seed_release = True  # the engine dropped its start iterator (_check_seeding_done)
+    assert [r.url for r in drain(seeder)] == ["https://e.test/"]  # handed out and done
+    assert seeder._sync("beat", 0)  # its acknowledgement
+    assert redis_client.get("site:seeded") == seeder.worker.encode()
+    assert not redis_client.exists("site:seeding", "site:requests")
+    assert redis_client.hlen(f"site:leases:{seeder.worker}") == 0
+    # Under load the seeder misses its deadline (here: no heartbeat runs without a reactor);
+    # a worker joining then finds the crawl empty and nobody alive but itself.
+    deadline = redis_client.zscore("site:workers", seeder.worker)
+    assert deadline is not None
+    wait_until(lambda: redis_ms(redis_client) > deadline, "the seeder's deadline", timeout=10)
+    joiner = make_scheduler(**fast)
+    assert seeder.worker.encode() not in redis_client.zrange("site:workers", 0, -1)  # reaped
+    assert not joiner._seeding  # before: it ran the start requests again
+    assert not joiner.enqueue_request(start.copy())
+    assert joiner.stats.get_value("scheduler/start_skipped") == 1
+    # A worker that finishes the crawl lets its next run start again.
+    joiner.close("finished")
+    seeder.close("finished")
+    assert not redis_client.exists("site:seeded")
+    assert make_scheduler()._seeding
+
+
+def test_a_crawl_stopped_before_its_end_keeps_its_mark(
+    make_scheduler: MakeScheduler, redis_client: redis.Redis
+) -> None:
+    seeder = make_scheduler()
+    seeder._seed_release = True
+    seeder._sync("beat", 0)
+    seeder.close("shutdown")  # a SIGTERM, a rolling restart: the crawl goes on later
+    assert redis_client.get("site:seeded") == seeder.worker.encode()
+    assert not make_scheduler()._seeding
+    flushed = make_scheduler(SCHEDULER_FLUSH_ON_START=True)  # starts the crawl over
+    assert not redis_client.exists("site:seeded")
+    assert not flushed._seeding  # another worker lives: only a lone worker seeds
+
+
 def test_start_urls_are_fed_while_crawling(
     make_scheduler: MakeScheduler, redis_client: redis.Redis
 ) -> None:

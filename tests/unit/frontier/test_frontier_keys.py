@@ -55,6 +55,7 @@ LEGACY = [
     (SpiderKeys("book").worker_stats(W), "book:stats:h:1:a"),
     (SpiderKeys("book").alive(W), "book:alive:h:1:a"),
     (SpiderKeys("book").seeding, "book:seeding"),
+    (SpiderKeys("book").seeded, "book:seeded"),
     (SpiderKeys("book").paused, "book:paused"),
     (SpiderKeys("book").failed, "book:failed"),
     (SpiderKeys("book").deadletter, "book:deadletter"),

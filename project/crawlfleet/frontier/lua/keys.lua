@@ -6,6 +6,7 @@
 local P, W = ARGV[1], ARGV[2]
 local WORKERS = P .. ':workers'
 local SEEDING = P .. ':seeding'
+local SEEDED = P .. ':seeded'
 local PAUSED = P .. ':paused'
 local STATS = P .. ':stats'
 local FAILED = P .. ':failed'

@@ -12,7 +12,10 @@ if ndone > 0 then redis.call('HDEL', mine, unpack(ARGV, i, i + ndone - 1)) end
 i = i + ndone
 for j = 1, nfail do redis.call('RPUSH', FAILED, ARGV[i]); i = i + 1 end
 for j = 1, ndead do redis.call('RPUSH', DEADLETTER, ARGV[i]); i = i + 1 end
-if ARGV[7] == '1' and redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
+if ARGV[7] == '1' and redis.call('GET', SEEDING) == W then
+  redis.call('DEL', SEEDING)
+  redis.call('SET', SEEDED, W)  -- nobody runs the start requests again until the crawl finishes
+end
 -- adopt the outboxes of workers whose deadline passed, and forget them
 local adopted = {}
 for _, dead in ipairs(redis.call('ZRANGEBYSCORE', RABBITMQ_WORKERS, '-inf', now)) do
@@ -40,7 +43,8 @@ else
   if mode == 'claim' then
     local live = redis.call('ZCOUNT', RABBITMQ_WORKERS, now, '+inf')
     local others = live - (redis.call('ZSCORE', RABBITMQ_WORKERS, W) and 1 or 0)
-    if queued == 0 and others == 0 and not redis.call('GET', SEEDING) then
+    if queued == 0 and others == 0 and not redis.call('GET', SEEDING)
+        and redis.call('EXISTS', SEEDED) == 0 then
       redis.call('SET', SEEDING, W)
       claimed = 1
     end

@@ -48,7 +48,10 @@ for j = 1, nskip do
   skip[ARGV[i]] = true
   i = i + 1
 end
-if ARGV[7] == '1' and redis.call('GET', SEEDING) == W then redis.call('DEL', SEEDING) end
+if ARGV[7] == '1' and redis.call('GET', SEEDING) == W then
+  redis.call('DEL', SEEDING)
+  redis.call('SET', SEEDED, W)
+end
 local requeued = 0
 local popped = {}
 local paused

@@ -107,7 +107,7 @@ class Scheduler(FrontierScheduler):
         if self.config.flush_on_start:
             # the queue itself was deleted and re-declared when it was opened
             self.df.clear()
-            self.client.delete(self.keys.seeding)
+            self.client.delete(self.keys.seeding, self.keys.seeded)
         self.df.open()
         self._sync("claim")
         self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
@@ -135,6 +135,7 @@ class Scheduler(FrontierScheduler):
         self.queue.close(timeout=max(5.0, self.config.heartbeat_interval))
         self._confirmations()
         self._sync("release")
+        self._crawl_closed(reason)
         self.df.close(reason)
 
     def has_pending_requests(self) -> bool:
