@@ -12,14 +12,12 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
-from support.crawl import Site, frontier_settings
+from support.crawl import Site, frontier_settings, start_two
 from support.rediscluster import RedisClusterGroup, start_redis_cluster
-from support.waiting import wait_until
 
 from crawlfleet.frontier.scheduler import Scheduler
 
@@ -97,17 +95,12 @@ def test_a_bad_number_is_one_line_at_start(bare_cluster: RedisClusterGroup, bad:
 
 
 def test_a_crawl_with_nothing_set_survives_a_sigkill_without_replicas(
-    site: Site, start_worker, bare_cluster: RedisClusterGroup, tmp_path: Path
+    site: Site, start_worker, bare_cluster: RedisClusterGroup
 ) -> None:
     bare_cluster.flush()
     site.pages, site.delay = 60, 0.2
     settings = frontier_settings(bare_cluster.url(), CONCURRENT_REQUESTS=2)
-    victim = start_worker(site.url, settings, "victim")
-    survivor = start_worker(site.url, settings, "survivor")
-    wait_until(
-        lambda: len(victim.parsed()) >= 3 and len(survivor.parsed()) >= 3,
-        what="both workers to crawl",
-    )
+    victim, survivor = start_two(start_worker, site, settings)
     victim.proc.send_signal(signal.SIGKILL)
     victim.wait()
     assert survivor.wait(120) == 0, survivor.log.read_text()[-3000:]

@@ -11,7 +11,7 @@ import signal
 import pytest
 import redis
 from support.backends import Backend, assert_redis_drained
-from support.crawl import Site, frontier_settings
+from support.crawl import Site, frontier_settings, start_two
 from support.waiting import wait_until
 
 QUEUES = [
@@ -80,12 +80,7 @@ def test_sigkill_of_one_worker_loses_no_page(
     elif queue_class is not None:  # RabbitMQ has one queue class, its own
         extra.update(SCHEDULER_QUEUE_CLASS=queue_class, SCHEDULER_ENQUEUE_BATCH=batch)
     settings = backend.settings(**extra)
-    victim = start_worker(site.url, settings, "victim")
-    survivor = start_worker(site.url, settings, "survivor")
-    wait_until(
-        lambda: len(victim.parsed()) >= 3 and len(survivor.parsed()) >= 3,
-        what="both workers to crawl",
-    )
+    victim, survivor = start_two(start_worker, site, settings)
     victim.proc.send_signal(signal.SIGKILL)
     victim.wait()
     assert survivor.wait() == 0, survivor.log.read_text()[-3000:]
