@@ -713,6 +713,10 @@ def spider_snapshot(
             info = {}
         deadline = workers[w]
         heartbeat = _num(whash.get("heartbeat"))
+        since_ms = _num(whash.get("waiting_since"))
+        waiting_since = (
+            since_ms / 1000.0 if since_ms is not None and math.isfinite(since_ms) else None
+        )
         row: dict[str, Any] = {
             "id": w,
             "host": info.get("host") if isinstance(info, dict) else None,
@@ -734,6 +738,9 @@ def spider_snapshot(
             if samples and len(samples[-1][1]) > 1
             else None,
             "stopped": "stopped" in whash,
+            # what the worker waits for (replicas that do not confirm its writes), since when
+            "waiting": whash.get("waiting") or None,
+            "waiting_for": None if waiting_since is None else round(now - waiting_since, 3),
         }
         if with_scrapy:
             row["scrapy"] = {

@@ -70,6 +70,13 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+def _printable(text: str, limit: int = 200) -> str:
+    """``text`` from Redis as a terminal shows it safely: control and other unprintable
+    characters as ``?``, at most ``limit`` characters (``…`` beyond)."""
+    shown = "".join(c if c.isprintable() else "?" for c in text)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
 def _age(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.1f}s"
 
@@ -116,6 +123,15 @@ def render_spider(view: dict[str, Any]) -> Group:
     parts: list[Any] = [table]
     if view["workers"]:
         parts.append(_workers_table(view["workers"]))
+        parts.extend(
+            Text(
+                f"waiting: {_printable(w['id'])} for {_age(w.get('waiting_for'))}: "
+                f"{_printable(w['waiting'])}",
+                "yellow",
+            )
+            for w in view["workers"]
+            if w.get("waiting") and w["alive"]
+        )
     if pol["keys"]:
         parts.append(_keys_table(pol))
     parts.extend(Text(f"warning: {w}", style="yellow") for w in pol["warnings"])
@@ -177,7 +193,9 @@ def _workers_table(workers: list[dict[str, Any]]) -> Table:
         # Worker ids are what operators grep for: fold them rather than cut them short.
         table.add_column(column, justify="left" if left else "right", overflow="fold")
     for w in workers:
-        if w["alive"]:
+        if w["alive"] and w.get("waiting"):
+            state = Text("waiting", style="yellow")
+        elif w["alive"]:
             state = Text("alive", style="green")
         elif w["registered"]:
             state = Text("late", style="red")

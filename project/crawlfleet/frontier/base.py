@@ -129,6 +129,8 @@ class FrontierScheduler(BaseScheduler):
         self.lookahead = lookahead(self.pacer, config)
         self._wake_call: Any = None
         self._wake_at = 0.0
+        # what this worker waits for, as its record in Redis says (None: nothing)
+        self._waiting_for: str | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -447,11 +449,30 @@ class FrontierScheduler(BaseScheduler):
                     self.client.nodes_manager.initialize()  # type: ignore[attr-defined]
             raise
         if int(acked) < want:
-            raise NotReplicated(
+            problem = NotReplicated(
                 f"{acked} of the {want} replica(s) SCHEDULER_WAIT_REPLICAS asks for took the "
                 f"write within SCHEDULER_WAIT_TIMEOUT ({self.config.wait_timeout_ms} ms)"
             )
+            self._waiting("replicas", str(problem))
+            raise problem
+        self._waiting(None)
         return result
+
+    def _waiting(self, what: str | None, why: str = "") -> None:
+        """Say in the worker's record (``crawlfleet status``) what it waits for since when, or
+        that it waits no more: written when an episode starts and when it ends. A hub that
+        refuses the record is left to the caller's retry."""
+        if (what is None) == (self._waiting_for is None):
+            return
+        key = self.keys.worker(self.worker)
+        with contextlib.suppress(redis.RedisError):
+            if what is None:
+                self.client.hdel(key, "waiting", "waiting_since")
+            else:
+                seconds, micros = self.client.time()
+                since = int(seconds) * 1000 + int(micros) // 1000
+                self.client.hset(key, mapping={"waiting": f"{what}: {why}", "waiting_since": since})
+            self._waiting_for = what
 
     def _kept(self) -> str:
         """What this worker holds back while Redis refuses writes (for the full-hub line)."""

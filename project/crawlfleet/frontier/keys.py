@@ -529,7 +529,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "workers",
         "`info` (JSON: host, pid, spider), `started`, `heartbeat`, `leases`, `stopped`; "
         "`alive_ms`, `alive_sharded`, `alive_since` (its liveness subscription: the bound, "
-        "sharded or not, held since); expires 24 h after the last heartbeat",
+        "sharded or not, held since); `waiting`, `waiting_since` (what it waits for and why, "
+        "from when: `crawlfleet status`); expires 24 h after the last heartbeat",
     ),
     KeyDoc(
         "stats",

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
+from support.cli import cli
 from support.crawl import Site, frontier_settings, start_two
 from support.rediscluster import RedisClusterGroup, start_redis_cluster
 
@@ -80,8 +81,18 @@ def test_unset_with_replicas_waits_for_one_and_a_set_number_stays_a_requirement(
             assert scheduler.config.wait_replicas == 2
             scheduler.enqueue_request(Request("https://a.test/2"))
             assert scheduler._pending  # kept and sent again, never dropped
+            # the operator sees why the worker holds its requests back, since when
+            view = cli("status", "site", "--json", "--redis-url", cluster.url()).json()
+            (row,) = [w for w in view["spiders"][0]["workers"] if w["id"] == scheduler.worker]
+            assert row["waiting"].startswith("replicas: 1 of the 2 replica(s)")
+            assert 0 <= row["waiting_for"] < 60
+            text = cli("status", "site", "--redis-url", cluster.url()).out
+            assert "waiting" in text and "replicas: 1 of the 2 replica(s)" in text
             scheduler.config.wait_replicas = 1
             assert scheduler._flush_pending() is not None and not scheduler._pending
+            view = cli("status", "site", "--json", "--redis-url", cluster.url()).json()
+            (row,) = [w for w in view["spiders"][0]["workers"] if w["id"] == scheduler.worker]
+            assert row["waiting"] is None and row["waiting_for"] is None
         finally:
             scheduler.close("finished")
     assert "SCHEDULER_WAIT_REPLICAS=2: the primary holding this crawl" in caplog.text

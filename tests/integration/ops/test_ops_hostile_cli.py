@@ -114,3 +114,37 @@ def test_seed_takes_the_url_schemes_the_workers_take(
     )
     assert_one_line_error(bad, 2, "--schemes", "got 'a b'")
     assert client.llen("adv:start_urls") == 3
+
+
+@pytest.mark.parametrize(
+    ("since", "waiting_for"),
+    [("inf", None), ("nan", None), ("abc", None), ("", None), ("-1e400", None), ("0", "age")],
+)
+def test_a_hostile_waiting_record_is_shown_without_a_crash(
+    redis_url: str, since: str, waiting_for: str | None
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    seconds, _ = client.time()
+    client.hset("adv:frontier", "queue_key", "adv:requests")
+    client.zadd("adv:workers", {"w1": (int(seconds) + 60) * 1000})  # alive for a minute
+    client.hset(
+        "adv:worker:w1",
+        mapping={
+            "info": "{}",
+            "heartbeat": int(seconds) * 1000,
+            "waiting": "[red]replicas[/]: \x1b[31m\u202e" + "x" * 300,
+            "waiting_since": since,
+        },
+    )
+    shown = cli("status", "adv", "--json", "--redis-url", redis_url)
+    assert shown.code == 0, shown.err
+    (row,) = json.loads(shown.out)["spiders"][0]["workers"]
+    assert row["waiting"].startswith("[red]replicas[/]")
+    if waiting_for is None:
+        assert row["waiting_for"] is None
+    else:
+        assert row["waiting_for"] > 0
+    text = cli("status", "adv", "--redis-url", redis_url)
+    assert text.code == 0, text.err
+    assert "waiting" in text.out and "\x1b[31m" not in text.out and "\u202e" not in text.out
+    client.delete("adv:frontier", "adv:workers", "adv:worker:w1")
