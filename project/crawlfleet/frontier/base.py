@@ -392,22 +392,18 @@ class FrontierScheduler(BaseScheduler):
         if nextcall is not None:
             nextcall.schedule()
 
-    def _replica_keys(self) -> list[str]:
-        """A key of every primary the crawl writes to (where ``WAIT`` counts the replicas)."""
-        return [self.config.queue_key]
+    def _count_replicas(self, wanted: int | None) -> int:
+        """``replicas.decide`` for the primaries holding the crawl's queues (every shard's)."""
+        keys = list(self.config.shard_queue_keys or (self.config.queue_key,))
+        timeout, where = self.config.wait_timeout_ms, self.config.masked_url
+        return replicas.decide(self.client, keys, wanted, timeout, where)
 
     def _wait_replicas(self) -> int:
         """``SCHEDULER_WAIT_REPLICAS``, counted from the replicas online the first time it is
         needed when the setting is unset (raises ``redis.RedisError`` if the hub does not answer:
         the caller retries, and the count is taken again)."""
         if self.config.wait_replicas is None:
-            self.config.wait_replicas = replicas.decide(
-                self.client,
-                self._replica_keys(),
-                None,
-                self.config.wait_timeout_ms,
-                self.config.masked_url,
-            )
+            self.config.wait_replicas = self._count_replicas(None)
         return self.config.wait_replicas
 
     def _check_replicas(self) -> None:
@@ -417,13 +413,7 @@ class FrontierScheduler(BaseScheduler):
             if self.config.wait_replicas is None:
                 self._wait_replicas()
             elif self.config.wait_replicas:
-                replicas.decide(
-                    self.client,
-                    self._replica_keys(),
-                    self.config.wait_replicas,
-                    self.config.wait_timeout_ms,
-                    self.config.masked_url,
-                )
+                self._count_replicas(self.config.wait_replicas)
 
     def _durably(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """Run a write ``script``; with ``SCHEDULER_WAIT_REPLICAS``, also ``WAIT`` for replicas.

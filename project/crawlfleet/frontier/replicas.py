@@ -39,15 +39,8 @@ def _node_name(client: Any, key: str, where: str) -> str:
 def online_replicas(client: Any, want: int, timeout_ms: int) -> int:
     """Replicas of ``client``'s primary that are online, counting up to ``want``: those that
     acknowledged this connection's writes at once, else within ``timeout_ms``."""
-    pipe = client.pipeline(transaction=False)
-    pipe.wait(0, 0)  # returns at once: the replicas already past this connection's writes
-    (now,) = pipe.execute()
-    if int(now) >= want:
-        return int(now)
-    pipe = client.pipeline(transaction=False)
-    pipe.wait(want, timeout_ms)
-    (later,) = pipe.execute()
-    return int(later)
+    now = int(client.wait(0, 0))  # at once: the replicas already past this connection's writes
+    return now if now >= want else int(client.wait(want, timeout_ms))
 
 
 def decide(

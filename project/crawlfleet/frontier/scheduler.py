@@ -190,9 +190,6 @@ class Scheduler(FrontierScheduler):
             keys += [pacer.budget.keys.politeness_index, pacer.budget.keys.politeness_history]
         return keys
 
-    def _replica_keys(self) -> list[str]:
-        return [shard.script_keys[0] for shard in self.shards]
-
     # -- Scrapy's scheduler interface ---------------------------------------------------------
 
     def open(self, spider: Spider) -> None:

@@ -3,7 +3,6 @@
 -- Returns per request 1 (queued), 0 (duplicate) or 2 (dead letter), and counts them in the
 -- crawl's statistics in the same step (one HINCRBY per kind and batch: a SIGKILL loses none).
 local out = {}
-local counts = {[0] = 0, [1] = 0, [2] = 0}
 for i = 5, #ARGV, 5 do
   local dkey, darg = ARGV[i], ARGV[i + 1]
   if dkey == '!dead' then
@@ -15,10 +14,7 @@ for i = 5, #ARGV, 5 do
   else
     out[#out + 1] = 0
   end
-  counts[out[#out]] = counts[out[#out]] + 1
 end
 q_flush()
-stat('scheduler/enqueued', counts[1])
-stat('dupefilter/filtered', counts[0])
-stat('scheduler/deadletter', counts[2])
+count_decisions(out)
 return out

@@ -5,7 +5,6 @@
 -- per entry what ENQUEUE returns, or -1 when another worker took the entry first; counted in the
 -- crawl's statistics in the same step, as ENQUEUE does.
 local out = {}
-local counts = {[-1] = 0, [0] = 0, [1] = 0, [2] = 0}
 for i = 5, #ARGV, 6 do
   local removed
   if SK_SET then removed = redis.call('SREM', SK, ARGV[i])
@@ -24,10 +23,7 @@ for i = 5, #ARGV, 6 do
     end
   end
   out[#out + 1] = res
-  counts[res] = counts[res] + 1
 end
 q_flush()
-stat('scheduler/enqueued', counts[1])
-stat('dupefilter/filtered', counts[0])
-stat('scheduler/deadletter', counts[2])
+count_decisions(out)
 return out
