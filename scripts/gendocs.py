@@ -2,7 +2,7 @@
 
 Generated: ``docs/reference/roles.md`` (one table per role, from ``roles/*/meta/argument_specs.yml``
 with the defaults of ``roles/*/defaults/main.yml``), the option tables of the hub services and the
-table of a crawl's Redis keys (``crawlfleet.frontier.keys.KEYS``), each written between
+table of a crawl's Redis keys (``crawlfleet.hub.keydoc.KEYS``), each written between
 ``<!-- BEGIN generated: <module>.<attribute> -->`` and ``<!-- END generated -->`` in the page that
 documents it (``BLOCKS`` and ``KEY_BLOCKS`` below).
 
@@ -39,8 +39,8 @@ BLOCKS: dict[tuple[str, str], str] = {
 }
 # (module, attribute) of a table of Redis keys -> the page holding its generated block.
 KEY_BLOCKS: dict[tuple[str, str], str] = {
-    ("crawlfleet.frontier.keys", "KEYS"): "docs/reference/redis-keys.md",
-    ("crawlfleet.frontier.keys", "JOB_KEYS"): "docs/reference/redis-keys.md",
+    ("crawlfleet.hub.keydoc", "KEYS"): "docs/reference/redis-keys.md",
+    ("crawlfleet.hub.keydoc", "JOB_KEYS"): "docs/reference/redis-keys.md",
 }
 BLOCK = re.compile(
     r"(<!-- BEGIN generated: (?P<name>[\w.]+) -->\n)(?P<body>.*?)(<!-- END generated -->)", re.S
@@ -178,7 +178,7 @@ def option_table(module_name: str, attribute: str) -> str:
 
 
 def key_table(module_name: str, attribute: str) -> str:
-    """The table of keys ``module.attribute`` documents (``crawlfleet.frontier.keys.KeyDoc``)."""
+    """The table of keys ``module.attribute`` documents (``crawlfleet.hub.keydoc.KeyDoc``)."""
     rows = [
         "| key | type | written by | renamed by | content |",
         "|---|---|---|---|---|",

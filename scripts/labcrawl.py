@@ -37,7 +37,7 @@ CRAWLER_ENV = "/etc/crawlfleet/crawler.env"
 SNAPSHOT_CODE = """
 import json, os
 from crawlfleet import clusterview
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=10, socket_connect_timeout=5)
 view = clusterview.spider_snapshot(client, SPIDER, with_scrapy=True)
 view["pools"] = clusterview.pool_counts(clusterview.PoolConfig(
@@ -51,8 +51,8 @@ print(json.dumps(view))
 # Every entry of the items stream: (stream id, item id).
 ITEMS_CODE = """
 import json, os
-from crawlfleet.frontier.keys import SpiderKeys
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.connect import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=30)
 ids, last = [], "-"
 while True:

@@ -64,7 +64,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys, alive_globs, shards_glob
+from crawlfleet.hub.fleetkeys import JobKeys
+from crawlfleet.hub.keys import SpiderKeys, alive_globs, shards_glob
 
 ROLES = ("crawler", "proxypool", "accountpool", "dashboard", "operator")
 # The hub's own users with Sentinel failover: replication and the Sentinels.

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from redis.exceptions import NoPermissionError
 
-from crawlfleet.redisconn import permission_problem
+from crawlfleet.hub.connect import permission_problem
 
 # sub-command -> module whose main(argv) runs it (services have their own flags).
 SERVICES = {

@@ -40,12 +40,14 @@ import redis
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 
+from crawlfleet.extensions.workerstats import HISTORY
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
-from crawlfleet.frontier.keys import FRONTIER_GLOB, SpiderKeys, spider_of_frontier_key
 from crawlfleet.frontier.shards import ShardNames, crawl_shards, shard_names
+from crawlfleet.hub.keys import FRONTIER_GLOB, SpiderKeys, spider_of_frontier_key
+from crawlfleet.hub.urls import is_cluster_client, mask_secrets, mask_url, url_secrets
+from crawlfleet.jobs import store
 from crawlfleet.middlewares.poolclient import ca_context
 from crawlfleet.politeness import learning
-from crawlfleet.redisconn import is_cluster_client, mask_secrets, mask_url, url_secrets
 
 SCHEMA_VERSION = 1
 # Bounds of spider discovery: SCAN batch size and the most spiders reported.
@@ -53,7 +55,6 @@ SCAN_COUNT = 1000
 MAX_SPIDERS = 200
 # Rates are computed over this window (seconds); series samples older than HISTORY are dropped.
 RATE_WINDOW = 60.0
-HISTORY = 3600.0
 # Series samples read for a rate (enough for a 60 s window down to 0.5 s sampling).
 RATE_SAMPLES = 200
 POOL_TIMEOUT = 2.0
@@ -957,8 +958,6 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
     them when it ends), every registered job agent (``crawlfleet agent``) with its liveness, and
     each worker's ``proxy/banned`` (its Scrapy stats) of the given ``spider_snapshot`` views.
     """
-    from crawlfleet.jobs import store  # the jobs import the frontier, never this module
-
     seconds, micros = client.time()
     pipe = client.pipeline(transaction=False)
     for view in spiders:

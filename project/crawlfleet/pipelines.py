@@ -7,7 +7,7 @@ after its items are stored, and a killed worker loses no item (at-least-once). E
 the fields ``id`` (the item's ``ITEMS_ID_FIELD``, for de-duplication by ``crawlfleet export``)
 and ``item`` (the item as JSON). A failed write keeps the batch and tries again later; when the
 hub's Redis refuses some of a batch at ``maxmemory`` (``OOM``) only those are kept, and the full
-hub is logged once per episode (``crawlfleet.frontier.fullhub``).
+hub is logged once per episode (``crawlfleet.hub.fullhub``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
-from crawlfleet.frontier.config import redis_from_settings
-from crawlfleet.frontier.fullhub import FullHub, is_full
-from crawlfleet.frontier.keys import ITEMS_KEY
-from crawlfleet.redisconn import is_cluster_url, mask_url
+from crawlfleet.hub.connect import redis_from_settings
+from crawlfleet.hub.fullhub import FullHub, is_full
+from crawlfleet.hub.keys import ITEMS_KEY
+from crawlfleet.hub.urls import is_cluster_url, mask_url
 
 log = logging.getLogger(__name__)
 

@@ -45,8 +45,8 @@ SOCKET = "/run/redis/redis-server.sock"
 # tagged keys of the spider ({book}:…).
 CRAWL_CODE = """
 import json, os
-from crawlfleet.frontier.keys import SpiderKeys
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.connect import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=30)
 keys = SpiderKeys("book", tagged=True)
 ids, last = [], "-"
@@ -119,7 +119,7 @@ def test_three_nodes_are_one_cluster_of_three_primaries(cluster_lab: Lab) -> Non
     assert lab_secret("vault_redis_password") not in env
     probe = """
 import json, os, redis
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=5)
 found = {"write": client.set("{book}:check:cluster", "1"),
          "state": client.cluster_info()["cluster_state"]}

@@ -105,7 +105,7 @@ def test_three_hubs_are_one_primary_two_replicas_and_three_sentinels(ha_lab: Lab
     assert lab_secret("vault_redis_password") not in env  # the hub's own password stays there
     code = """
 import json, os
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=5)
 print(json.dumps(client.set("crawlfleet:check:ha", "1")))  # a replica answers READONLY
 """
@@ -116,7 +116,7 @@ print(json.dumps(client.set("crawlfleet:check:ha", "1")))  # a replica answers R
     # The crawler's user finds the primary and cannot steer the Sentinels; plain text is refused.
     probe = f"""
 import json, os, redis
-from crawlfleet.redisconn import parse_sentinel_url
+from crawlfleet.hub.urls import parse_sentinel_url
 target = parse_sentinel_url(os.environ["REDIS_URL"])
 found = {{}}
 def attempt(name, call):
@@ -211,7 +211,7 @@ def test_the_primary_host_killed_mid_crawl_fails_over_and_loses_nothing(
         promoted = time.monotonic() - killed
         code = """
 import json, os
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 get_redis(os.environ["REDIS_URL"], socket_timeout=3).set("crawlfleet:check:ha", "2")
 print(json.dumps("ok"))
 """

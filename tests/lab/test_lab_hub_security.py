@@ -59,7 +59,7 @@ def secure_lab(lab: Lab) -> Iterator[Lab]:
 PLAIN_BACK = """
 import json, os
 from urllib.parse import urlsplit
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 url = os.environ["REDIS_URL"]
 print(json.dumps({"scheme": urlsplit(url).scheme, "user": urlsplit(url).username or "",
                   "ping": get_redis(url, socket_timeout=5).ping()}))
@@ -70,7 +70,7 @@ import json, os, ssl
 from urllib.parse import urlsplit
 import httpx
 import redis
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 
 url = os.environ["REDIS_URL"]
 parts = urlsplit(url)

@@ -59,7 +59,7 @@ crawler_projects:
 # The page URLs in the items stream, in stream order.
 URLS_CODE = """
 import json, os
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=30)
 urls = [json.loads(f[b"item"])["url"] for _, f in client.xrange(SPIDER + ":items")]
 print(json.dumps(urls))

@@ -26,7 +26,7 @@ import base64, json, os, platform, time
 from scrapy import Request
 from bookcrawler.spiders.book import BookSpider
 from crawlfleet.frontier.serialization import RequestCodec
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 spider = BookSpider()
 request = Request(
     "http://web:8000/api/book/1234567/?q=caf%C3%A9",
@@ -50,7 +50,7 @@ READ = f"""
 import json, os, platform, time
 from bookcrawler.spiders.book import BookSpider
 from crawlfleet.frontier.serialization import RequestCodec
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 client = get_redis(os.environ["REDIS_URL"])
 request = RequestCodec(BookSpider()).decode(client.get({KEY!r}))
 client.delete({KEY!r})

@@ -24,7 +24,7 @@ WORKERS = ("b", "c")
 # On the hub as root: the operators' REDIS_URL (operator.env) - what the server says it is.
 HUB_VIEW = """
 import json, shlex
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 env = dict(line.split("=", 1) for line in open("/etc/crawlfleet/operator.env").read().splitlines()
            if line and not line.startswith("#"))
 client = get_redis(shlex.split(env["REDIS_URL"])[0], socket_timeout=5)
@@ -65,7 +65,7 @@ def test_the_hub_runs_valkey_with_the_crawlfleet_configuration_and_no_redis(lab:
     # The workers know only REDIS_URL: it reaches Valkey.
     code = """
 import json, os
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 info = get_redis(os.environ["REDIS_URL"], socket_timeout=5).info("server")
 print(json.dumps({"server": info.get("server_name"), "version": info.get("valkey_version")}))
 """

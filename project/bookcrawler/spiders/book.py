@@ -16,8 +16,8 @@ import scrapy
 from scrapy.http import Response
 
 from bookcrawler.items import BookItem
-from crawlfleet.frontier.config import redis_from_settings, redis_url
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.hub.connect import redis_from_settings, redis_url
+from crawlfleet.hub.keys import SpiderKeys
 
 PAGE_SIZE = 18
 

@@ -28,7 +28,7 @@ from starlette.routing import Route
 from crawlfleet.accountpool.accounts import parse_accounts_json
 from crawlfleet.accountpool.metrics import CONTENT_TYPE, Metrics, Snapshot
 from crawlfleet.accountpool.store import AccountStore, Keys
-from crawlfleet.redisconn import mask_url, redis_location
+from crawlfleet.hub.urls import mask_url, redis_location
 from crawlfleet.service.http import GuardPolicy, install_guard, parse_json
 from crawlfleet.service.redisfail import RedisFailure, RedisGuard
 

@@ -38,7 +38,7 @@ from crawlfleet.accountpool.generator import Generator
 from crawlfleet.accountpool.periodic import repeat
 from crawlfleet.accountpool.store import AccountStore, connect
 from crawlfleet.accountpool.tester import Tester
-from crawlfleet.redisconn import mask_url
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.service import logs, runtime
 from crawlfleet.service.options import (
     EXIT_CONFIG,

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
 
-from crawlfleet.redisconn import mask_url
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.service.runtime import every
 
 

@@ -31,8 +31,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from crawlfleet.accountpool.crypto import PasswordBox
-from crawlfleet.frontier.keys import pool_tag
-from crawlfleet.redisconn import get_async_redis
+from crawlfleet.hub.connect import get_async_redis
+from crawlfleet.hub.fleetkeys import pool_tag
 
 KEYCHECK_KEY = "accountpool:keycheck"
 _KEYCHECK_TEXT = "crawlfleet-accountpool"

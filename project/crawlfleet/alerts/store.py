@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from crawlfleet.alerts.rules import Alert, AlertState, evaluate
-from crawlfleet.frontier.keys import JobKeys
+from crawlfleet.hub.fleetkeys import JobKeys
 
 STATE_TTL_MS = 86_400_000
 

@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from crawlfleet import clusterview
 from crawlfleet.alerts.rules import Alert, AlertState
 from crawlfleet.alerts.store import current_alerts, load_notified, save_notified, webhook_id
-from crawlfleet.redisconn import mask_url
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.service.runtime import every
 
 log = logging.getLogger("crawlfleet.dashboard")

@@ -17,9 +17,10 @@ from typing import Any
 
 from crawlfleet.commands.opsargs import check_spider, run_guarded
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
-from crawlfleet.frontier.keys import BLOOMFILTER_KEY
 from crawlfleet.frontier.shards import crawl_shards
-from crawlfleet.redisconn import check_connection, get_redis, is_cluster_url
+from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.keys import BLOOMFILTER_KEY
+from crawlfleet.hub.urls import is_cluster_url
 
 
 def add_parser(subparsers: Any) -> None:

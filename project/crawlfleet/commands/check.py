@@ -49,20 +49,22 @@ from crawlfleet.commands.opsargs import (
     pool_config,
     run_guarded,
 )
-from crawlfleet.middlewares.poolclient import ca_context
-from crawlfleet.redisconn import (
-    RedisConfigError,
+from crawlfleet.hub.connect import (
     exception_chain,
     get_redis,
+    permission_problem,
+    sentinel_problem,
+    tls_problem,
+)
+from crawlfleet.hub.errors import RedisConfigError
+from crawlfleet.hub.urls import (
     has_credentials,
     is_cluster_client,
     mask_secrets,
     mask_url,
-    permission_problem,
-    sentinel_problem,
-    tls_problem,
     url_secrets,
 )
+from crawlfleet.middlewares.poolclient import ca_context
 
 DEFAULT_TIMEOUT = 5.0
 # The probe key expires by itself should the DEL never run (the process killed in between).

@@ -23,8 +23,9 @@ import redis
 from rich.progress import Progress
 
 from crawlfleet.commands.opsargs import check_spider, run_guarded
-from crawlfleet.frontier.keys import ITEMS_KEY
-from crawlfleet.redisconn import check_connection, get_redis, is_cluster_url, mask_url
+from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.keys import ITEMS_KEY
+from crawlfleet.hub.urls import is_cluster_url, mask_url
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 # First characters that make a spreadsheet evaluate a CSV cell as a formula.

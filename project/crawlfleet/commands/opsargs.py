@@ -16,7 +16,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from crawlfleet.clusterview import PoolConfig
-from crawlfleet.redisconn import check_connection, get_redis
+from crawlfleet.hub.connect import check_connection, get_redis
 
 # Operator commands are short-lived: fail fast on an unreachable hub instead of hanging (redis-py
 # would otherwise retry a dead connection several times with back-off).

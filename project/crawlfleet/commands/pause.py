@@ -17,7 +17,7 @@ from typing import Any
 
 from crawlfleet import clusterview
 from crawlfleet.commands.opsargs import add_redis_arg, check_spider, connect, run_guarded
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.hub.keys import SpiderKeys
 
 
 def add_parser(subparsers: Any) -> None:

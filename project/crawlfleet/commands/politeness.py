@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from crawlfleet.commands.opsargs import REDIS_PARAMS, UsageError, check_spider, run_guarded
+from crawlfleet.hub.connect import check_connection, get_redis
 from crawlfleet.politeness.memory import forget, learned_keys, namespace_of
-from crawlfleet.redisconn import check_connection, get_redis
 
 
 def add_parser(subparsers: Any) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 import redis
 
 from crawlfleet.commands.opsargs import add_redis_arg, check_spider, connect, run_guarded
-from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.shards import crawl_shards
-from crawlfleet.redisconn import mask_url
+from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.urls import mask_url
 
 SCAN_COUNT = 1000
 BATCH = 500

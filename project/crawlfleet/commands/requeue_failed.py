@@ -22,12 +22,12 @@ from scrapy.utils.misc import load_object
 
 from crawlfleet.commands.opsargs import check_spider, non_negative_int, run_guarded
 from crawlfleet.frontier import scripts
-from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.leases import dead_entry
 from crawlfleet.frontier.queues import RedisQueue
 from crawlfleet.frontier.serialization import loads, one_line, parse_json, priority_problem
 from crawlfleet.frontier.shards import crawl_shards
-from crawlfleet.redisconn import check_connection, get_redis
+from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.keys import SpiderKeys
 
 CHUNK = 500
 WORKER = "requeue-failed"

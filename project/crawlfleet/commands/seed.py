@@ -36,11 +36,11 @@ from crawlfleet.commands.opsargs import (
     run_guarded,
 )
 from crawlfleet.frontier.config import DEFAULT_URL_SCHEMES, FrontierConfigError, url_schemes_setting
-from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.serialization import EntryPolicy, quote
 from crawlfleet.frontier.startfeed import start_entry
+from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.jobs import control, store
-from crawlfleet.redisconn import mask_url
 
 CHUNK = 1000
 # What a worker with the default SCHEDULER_URL_SCHEMES accepts (start entries name no class).

@@ -36,7 +36,8 @@ from crawlfleet.commands.opsargs import (
     pool_config,
     run_guarded,
 )
-from crawlfleet.redisconn import RedisUrlError, validate_url
+from crawlfleet.hub.errors import RedisUrlError
+from crawlfleet.hub.urls import validate_url
 
 # Politeness keys listed per crawl (``--json`` has clusterview.POLITENESS_KEYS of them).
 STATUS_KEYS = 10

@@ -14,193 +14,31 @@ the shared request guard (``crawlfleet.service.http``) checks Host and cross-sit
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import hashlib
-import hmac
-import logging
-import re
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from importlib import resources
+from collections.abc import AsyncIterator
 from typing import Any
 
 import redis
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from crawlfleet import clusterview
 from crawlfleet.alerts.webhook import Monitor
-from crawlfleet.dashboard import metrics
+from crawlfleet.dashboard import jobs, metrics
 from crawlfleet.dashboard.config import Settings
-from crawlfleet.dashboard.sampler import QueueSampler
-from crawlfleet.redisconn import mask_url, redis_location
+from crawlfleet.dashboard.core import (
+    MAX_BODY,
+    Dashboard,
+    Handler,
+    html_headers,
+    page_html,
+    refused,
+)
+from crawlfleet.hub.urls import redis_location
 from crawlfleet.service.http import GuardPolicy, install_guard, json_error
 from crawlfleet.service.redisfail import RedisFailure, RedisGuard
-from crawlfleet.service.runtime import every
-
-log = logging.getLogger("crawlfleet.dashboard")
-
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.AuthenticationError, OSError)
-# Spider discovery (a SCAN over the keyspace) and pool counts are refreshed at most this often.
-DISCOVER_EVERY = 15.0
-POOLS_EVERY = 10.0
-REALM = 'Basic realm="crawlfleet dashboard", charset="UTF-8"'
-MAX_BODY = 64 * 1024  # the jobs pages' writes (seeded URLs) are the only bodies
-
-
-def page_html(refresh: float) -> str:
-    text = resources.files("crawlfleet.dashboard").joinpath("page.html").read_text("utf-8")
-    return text.replace("{{REFRESH_MS}}", str(int(refresh * 1000)))
-
-
-def _inline_hashes(html: str, tag: str) -> str:
-    blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", html, flags=re.DOTALL)
-    digests = (base64.b64encode(hashlib.sha256(b.encode()).digest()).decode() for b in blocks)
-    return " ".join(f"'sha256-{d}'" for d in digests)
-
-
-def content_security_policy(html: str) -> str:
-    """Only the page's own inline script and style run, and it talks only to this server."""
-    return (
-        f"default-src 'none'; script-src {_inline_hashes(html, 'script')}; "
-        f"style-src {_inline_hashes(html, 'style')}; connect-src 'self'; img-src data:; "
-        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-    )
-
-
-class Dashboard:
-    """State shared by the handlers and the sampler: the client and short-lived caches."""
-
-    def __init__(self, settings: Settings, client: redis.Redis) -> None:
-        self.settings = settings
-        self.client = client
-        self.where = mask_url(settings.redis_url)
-        self.sampler = QueueSampler(client, settings.sample_interval)
-        self._spiders: list[str] = []
-        self._spiders_at = -DISCOVER_EVERY
-        self._pools: dict[str, Any] = {}
-        self._pools_at = -POOLS_EVERY
-        self.dupes = clusterview.DupefilterCache()
-        self.hub_probe = clusterview.HubProbe()
-        self._view: dict[str, Any] | None = None
-        self._view_at = 0.0
-        self._lock = asyncio.Lock()
-        self.last_sample: float | None = None
-        self.sample_error: str | None = None
-
-    def spiders(self) -> list[str]:
-        if self.settings.spiders:
-            return list(self.settings.spiders)
-        # Until a crawl appears, look on every call: its first samples matter most.
-        if not self._spiders or time.monotonic() - self._spiders_at >= DISCOVER_EVERY:
-            self._spiders = clusterview.discover_spiders(self.client)
-            self._spiders_at = time.monotonic()
-        return self._spiders
-
-    def pools(self) -> dict[str, Any]:
-        if time.monotonic() - self._pools_at >= POOLS_EVERY:
-            self._pools = clusterview.pool_counts(self.settings.pools)
-            self._pools_at = time.monotonic()
-        return self._pools
-
-    def build(self, *, with_series: bool, with_scrapy: bool = False) -> dict[str, Any]:
-        """A fresh view (runs in a worker thread)."""
-        # Even with no spider to read (cached discovery), an unreachable Redis must show: the
-        # hub's PING comes first.
-        hub = clusterview.hub_health(self.client, self.hub_probe)
-        names = self.spiders()
-        view: dict[str, Any] = {
-            "schema": clusterview.SCHEMA_VERSION,
-            "time": round(time.time(), 3),
-            "redis": self.where,
-            "spiders": [
-                clusterview.spider_snapshot(
-                    self.client,
-                    name,
-                    with_series=with_series,
-                    with_scrapy=with_scrapy,
-                    dupefilter_cache=self.dupes,
-                    hub=hub,
-                )
-                for name in names
-            ],
-            "pools": self.pools(),
-            "refresh": self.settings.refresh,
-        }
-        # the round trip and CPU share (politeness verdict) and the hub's own numbers (alerts)
-        view["hub"] = {**hub, **clusterview.hub_snapshot(self.client, view["spiders"])}
-        return view
-
-    async def page_view(self) -> dict[str, Any]:
-        """The view with series, shared by requests within half a refresh period."""
-        async with self._lock:
-            if self._view is None or time.monotonic() - self._view_at >= self.settings.refresh / 2:
-                self._view = await run_in_threadpool(self.build, with_series=True)
-                self._view_at = time.monotonic()
-            return self._view
-
-    def sample_once(self) -> None:
-        for name in self.spiders():
-            view = clusterview.spider_snapshot(self.client, name, dupefilter_cache=self.dupes)
-            self.sampler.sample(view)
-        self.last_sample = time.time()
-
-    async def run_sampler(self) -> None:
-        """Forever (until cancelled): one queue sample per spider and interval."""
-        await every(self.settings.sample_interval, self.sample_logged, asyncio.Event())
-
-    async def sample_logged(self) -> None:
-        """One round of samples; a Redis error is logged once per outage, not fatal."""
-        try:
-            await run_in_threadpool(self.sample_once)
-            self.sample_error = None
-        except REDIS_ERRORS as exc:
-            if self.sample_error is None:
-                log.warning("sampler: Redis unreachable at %s: %s", self.where, exc)
-            self.sample_error = str(exc)
-
-
-def _authorized(request: Request, key: str) -> bool:
-    sent = request.headers.get("x-api-key")
-    if sent is not None:
-        return hmac.compare_digest(sent.encode(), key.encode())
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "basic":
-        return False
-    try:
-        _user, _, password = base64.b64decode(value, validate=True).decode().partition(":")
-    except (binascii.Error, UnicodeDecodeError):
-        return False
-    return hmac.compare_digest(password.encode(), key.encode())
-
-
-def refused(request: Request, key: str) -> Response | None:
-    """The 401 answer when a key is set and the request does not carry it, else None."""
-    if not key or _authorized(request, key):
-        return None
-    return PlainTextResponse(
-        "authentication required: X-API-Key header or basic auth (password = key)",
-        401,
-        headers={"WWW-Authenticate": REALM},
-    )
-
-
-def html_headers(html: str, referrer: str) -> dict[str, str]:
-    """The headers of a dashboard page: no caching, its own CSP (hashes of its inline parts)."""
-    return {
-        "Cache-Control": "no-store",
-        "Content-Security-Policy": content_security_policy(html),
-        "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": referrer,
-    }
-
-
-Handler = Callable[[Request], Awaitable[Response]]
 
 
 def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True) -> Starlette:
@@ -289,7 +127,5 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
         ),
     )
     app.state.dashboard = dash
-    from crawlfleet.dashboard import jobs  # the jobs pages (they import this module)
-
     jobs.install(app, dash)
     return app

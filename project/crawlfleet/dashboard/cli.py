@@ -20,14 +20,9 @@ import redis
 from crawlfleet.dashboard.app import create_app
 from crawlfleet.dashboard.config import ConfigError, Settings, build_parser, resolve
 from crawlfleet.dashboard.jobs import OPERATOR_URL, write_client
-from crawlfleet.redisconn import (
-    RedisAuthError,
-    RedisConfigError,
-    RedisUrlError,
-    check_connection,
-    get_redis,
-    mask_url,
-)
+from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.errors import RedisAuthError, RedisConfigError, RedisUrlError
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.service import logs, runtime
 from crawlfleet.service.options import ServiceFailure
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from crawlfleet.clusterview import PoolConfig
-from crawlfleet.redisconn import mask_url
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.service import options
 from crawlfleet.service.options import (
     ConfigError,

@@ -55,18 +55,19 @@ from starlette.routing import Route
 from crawlfleet.commands import seed
 from crawlfleet.commands.job import pair, workers_count
 from crawlfleet.commands.opsargs import UsageError, check_spider
-from crawlfleet.dashboard.app import (
+from crawlfleet.dashboard.config import Settings
+from crawlfleet.dashboard.core import (
     REDIS_ERRORS,
     Dashboard,
     html_headers,
     refused,
 )
-from crawlfleet.dashboard.config import Settings
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.hub.connect import get_redis, permission_problem
+from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.jobs import control, schedules, store
 from crawlfleet.jobs.store import JobError
 from crawlfleet.jobs.timespec import TimeSpecError
-from crawlfleet.redisconn import get_redis, mask_url, permission_problem
 from crawlfleet.service.http import BadJson, parse_json
 from crawlfleet.service.logs import event
 

@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from crawlfleet import clusterview
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.hub.keys import SpiderKeys
 
 # KEYS[1] series. ARGV: min gap (ms), cap, values ("q l a i").
 _APPEND = """

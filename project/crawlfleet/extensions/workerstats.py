@@ -32,15 +32,17 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from twisted.internet.task import LoopingCall
 
-from crawlfleet import clusterview
-from crawlfleet.frontier.config import redis_from_settings, redis_url
-from crawlfleet.frontier.fullhub import FullHub, is_full
-from crawlfleet.frontier.keys import SpiderKeys
-from crawlfleet.redisconn import mask_url
+from crawlfleet.hub.connect import redis_from_settings, redis_url
+from crawlfleet.hub.fullhub import FullHub, is_full
+from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.settingvalues import flag
 
 logger = logging.getLogger(__name__)
 
+# Seconds of samples each worker keeps in its history (WORKERSTATS_HISTORY's default): the window
+# the readers (crawlfleet.clusterview, the dashboard's series) show.
+HISTORY = 3600.0
 _ERROR_LOG_INTERVAL = 30.0
 
 # KEYS: series, registry, scrapy stats, worker record. ARGV: worker, pages, items, cap, history ms,
@@ -115,7 +117,7 @@ class WorkerStats:
         if not flag(crawler.settings, "WORKERSTATS_ENABLED", True):
             raise NotConfigured("WORKERSTATS_ENABLED is False")
         interval = _positive(crawler, "WORKERSTATS_INTERVAL", 10.0)
-        history = _positive(crawler, "WORKERSTATS_HISTORY", clusterview.HISTORY)
+        history = _positive(crawler, "WORKERSTATS_HISTORY", HISTORY)
         client = redis_from_settings(crawler.settings, check=False)
         ext = cls(crawler, client, interval, history)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)

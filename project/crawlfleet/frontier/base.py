@@ -40,11 +40,12 @@ from crawlfleet.frontier.config import (
     load_class,
 )
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
-from crawlfleet.frontier.fullhub import FullHub, is_full
 from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, unwrap
 from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
+from crawlfleet.hub.clock import hub_ms
+from crawlfleet.hub.errors import RedisConfigError
+from crawlfleet.hub.fullhub import FullHub, is_full
 from crawlfleet.politeness.pacer import Pacer, missing_middleware, pacer_for
-from crawlfleet.redisconn import RedisConfigError
 from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if
 
 if TYPE_CHECKING:
@@ -459,8 +460,7 @@ class FrontierScheduler(BaseScheduler):
             if what is None:
                 self.client.hdel(key, "waiting", "waiting_since")
             else:
-                seconds, micros = self.client.time()
-                since = int(seconds) * 1000 + int(micros) // 1000
+                since = int(hub_ms(self.client))
                 self.client.hset(key, mapping={"waiting": f"{what}: {why}", "waiting_since": since})
             self._waiting_for = what
 

@@ -52,14 +52,15 @@ import redis
 from redis.cluster import RedisCluster
 from scrapy.settings import BaseSettings
 
-from crawlfleet.frontier.keys import BLOOMFILTER_KEY, has_hash_tag
-from crawlfleet.redisconn import is_cluster_url
+from crawlfleet.hub.connect import redis_url
+from crawlfleet.hub.keys import BLOOMFILTER_KEY, has_hash_tag
+from crawlfleet.hub.urls import is_cluster_url
 from crawlfleet.settingvalues import flag
 
 logger = logging.getLogger(__name__)
 
 # Defaults of BLOOMFILTER_CAPACITY and BLOOMFILTER_ERROR_RATE (171 MiB, k = 10); the key's is
-# in crawlfleet.frontier.keys.
+# in crawlfleet.hub.keys.
 DEFAULT_CAPACITY = 100_000_000
 DEFAULT_ERROR_RATE = 0.001
 # Redis strings hold at most 512 MB, i.e. 2^32 bits; SETBIT offsets are < 2^32.
@@ -949,8 +950,6 @@ def layout_from_settings(
     filter, each shard sized alike): scalable unless ``BLOOMFILTER_SCALABLE`` is
     False or scrapy-redis-bloomfilter's ``BLOOMFILTER_BIT``/``HASH_NUMBER`` or
     ``BLOOMFILTER_BLOCKS`` fix the size."""
-    from crawlfleet.frontier.config import redis_url
-
     template = settings.get(BLOOMFILTER_KEY.setting) or BLOOMFILTER_KEY.default
     tagged = is_cluster_url(redis_url(settings))
     key = BLOOMFILTER_KEY.resolve(

@@ -12,12 +12,13 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
 from scrapy import Request
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
-from crawlfleet.frontier.keys import (
+from crawlfleet.frontier.queues import RedisQueue
+from crawlfleet.hub.connect import redis_url
+from crawlfleet.hub.keys import (
     DUPEFILTER_KEY,
     MAX_SHARDS,
     QUEUE_KEY,
@@ -26,25 +27,10 @@ from crawlfleet.frontier.keys import (
     KeySetting,
     SpiderKeys,
 )
+from crawlfleet.hub.urls import is_cluster_url, is_sentinel_url, mask_url
 from crawlfleet.politeness.config import KEY_KINDS
-from crawlfleet.redisconn import (
-    check_connection,
-    get_redis,
-    is_cluster_url,
-    is_sentinel_url,
-    mask_url,
-)
 from crawlfleet.settingvalues import flag
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-# socket_timeout bounds how long any frontier call can block the reactor: no retries inside a
-# call (a failed call is retried by the scheduler later, from the reactor), and the connect
-# timeout is clamped to it.
-DEFAULT_REDIS_PARAMS: dict[str, Any] = {
-    "socket_timeout": 10,
-    "socket_connect_timeout": 10,
-    "health_check_interval": 30,
-}
 DEFAULT_QUEUE_CLASS = "crawlfleet.frontier.queues.PriorityQueue"
 # the default when politeness is on: a priority queue per politeness key, the keys served in turn
 POLITE_QUEUE_CLASS = "crawlfleet.frontier.queues.KeyedPriorityQueue"
@@ -52,47 +38,13 @@ SET_DUPEFILTER = "crawlfleet.frontier.dupefilter.SetDupeFilter"
 SCRAPY_DEFAULT_DUPEFILTER = "scrapy.dupefilters.RFPDupeFilter"
 # URL schemes a queue or start-URL entry may use (SCHEDULER_URL_SCHEMES).
 DEFAULT_URL_SCHEMES = ("http", "https")
+# SCHEDULER_SERIALIZER's values: the names of crawlfleet.frontier.serialization.SERIALIZERS
+SERIALIZER_NAMES = ("json", "msgpack")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
 
 
 class FrontierConfigError(ValueError):
     """A frontier setting that cannot work; the message names the setting."""
-
-
-def redis_url(settings: BaseSettings) -> str:
-    """``REDIS_URL``, or ``redis://REDIS_HOST:REDIS_PORT/0`` as scrapy-redis builds it."""
-    url = settings.get("REDIS_URL")
-    if url:
-        return str(url)
-    host, port = settings.get("REDIS_HOST"), settings.get("REDIS_PORT")
-    if host or port:
-        return f"redis://{host or '127.0.0.1'}:{port or 6379}/0"
-    return DEFAULT_REDIS_URL
-
-
-def redis_params(settings: BaseSettings) -> dict[str, Any]:
-    params = settings.get("REDIS_PARAMS") or {}
-    if not isinstance(params, dict):
-        raise FrontierConfigError(f"REDIS_PARAMS must be a dict, got {type(params).__name__}")
-    merged = {**DEFAULT_REDIS_PARAMS, **params}
-    timeout = merged.get("socket_timeout")
-    if not isinstance(timeout, int | float) or timeout <= 0:
-        raise FrontierConfigError(
-            f"REDIS_PARAMS['socket_timeout'] must be a positive number of seconds, got {timeout!r}"
-        )
-    connect = merged.get("socket_connect_timeout")
-    if not isinstance(connect, int | float) or connect <= 0 or connect > timeout:
-        merged["socket_connect_timeout"] = timeout
-    return merged
-
-
-def redis_from_settings(settings: BaseSettings, check: bool = True) -> redis.Redis:
-    """The process-wide client for the frontier (one pool shared by every frontier component)."""
-    url = redis_url(settings)
-    client = get_redis(url, **redis_params(settings))
-    if check:
-        check_connection(client, url)
-    return client
 
 
 def default_wait(url: str) -> int | None:
@@ -236,9 +188,6 @@ class FrontierConfig:
     ) -> FrontierConfig:
         """The spider's frontier settings; ``politeness``: the crawl's pacer is on, so an unset
         ``SCHEDULER_QUEUE_CLASS`` means the keyed queue (else the priority queue)."""
-        from crawlfleet.frontier.queues import RedisQueue
-        from crawlfleet.frontier.serialization import SERIALIZERS
-
         if SHARD_MARK in spider:
             raise FrontierConfigError(
                 f"spider name {spider[:60]!r} contains {SHARD_MARK!r}, which names the shards of "
@@ -257,9 +206,9 @@ class FrontierConfig:
                 f"got {settings.get('SCHEDULER_QUEUE_CLASS')!r}"
             )
         serializer = str(settings.get("SCHEDULER_SERIALIZER") or "msgpack")
-        if serializer not in SERIALIZERS:
+        if serializer not in SERIALIZER_NAMES:
             raise FrontierConfigError(
-                f"SCHEDULER_SERIALIZER must be one of {', '.join(sorted(SERIALIZERS))} "
+                f"SCHEDULER_SERIALIZER must be one of {', '.join(SERIALIZER_NAMES)} "
                 f"(pickle is never used), got {serializer!r}"
             )
         lease_timeout = _positive(settings, "SCHEDULER_LEASE_TIMEOUT", 60)

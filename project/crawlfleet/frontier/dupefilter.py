@@ -21,8 +21,10 @@ from scrapy.utils.request import RequestFingerprinterProtocol, referer_str
 
 from crawlfleet.frontier.bloom import LUA_CHECK_AND_ADD as BLOOM_CHECK_AND_ADD
 from crawlfleet.frontier.bloom import BloomFilter, Layout, layout_from_settings
-from crawlfleet.frontier.keys import DUPEFILTER_KEY
-from crawlfleet.redisconn import is_cluster_url
+from crawlfleet.frontier.config import FrontierConfigError
+from crawlfleet.hub.connect import redis_from_settings, redis_url
+from crawlfleet.hub.keys import DUPEFILTER_KEY
+from crawlfleet.hub.urls import is_cluster_url
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -117,8 +119,6 @@ class SetDupeFilter(RedisDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler, shard: int = 0, shards: int = 1) -> SetDupeFilter:
         """The crawl's filter (``shard`` of ``shards``: that shard's, see SCHEDULER_SHARDS)."""
-        from crawlfleet.frontier.config import FrontierConfigError, redis_from_settings, redis_url
-
         spider = crawler.spider.name if crawler.spider else getattr(crawler.spidercls, "name", "")
         template = crawler.settings.get(DUPEFILTER_KEY.setting)
         tagged = is_cluster_url(redis_url(crawler.settings))
@@ -180,8 +180,6 @@ class BloomDupeFilter(RedisDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler, shard: int = 0, shards: int = 1) -> BloomDupeFilter:
         """The crawl's filter (``shard`` of ``shards``: that shard's, see SCHEDULER_SHARDS)."""
-        from crawlfleet.frontier.config import redis_from_settings
-
         spider = crawler.spider.name if crawler.spider else getattr(crawler.spidercls, "name", "")
         layout = layout_from_settings(crawler.settings, spider, shard, shards)
         assert crawler.request_fingerprinter is not None

@@ -25,8 +25,8 @@ from typing import Any
 
 import redis
 
-from crawlfleet.frontier.keys import SpiderKeys
-from crawlfleet.redisconn import is_cluster_client
+from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.urls import is_cluster_client
 
 logger = logging.getLogger(__name__)
 

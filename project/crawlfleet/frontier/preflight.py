@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from crawlfleet.redisconn import url_user
+from crawlfleet.hub.urls import url_user
 
 NOTHING = "return 0"
 

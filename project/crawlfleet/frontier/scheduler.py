@@ -5,7 +5,7 @@ in one atomic round trip; pops lease a small batch to this worker (``SCHEDULER_P
 acknowledge the previous batch in the same round trip; a heartbeat keeps the leases alive and
 returns dead workers' leases to the queue. A Redis failure keeps the work and retries it; a hub
 that refuses writes at ``maxmemory`` pauses the worker, retried with back-off and logged once
-per episode (``crawlfleet.frontier.fullhub``). Settings and keys: docs/reference/.
+per episode (``crawlfleet.hub.fullhub``). Settings and keys: docs/reference/.
 """
 
 from __future__ import annotations
@@ -24,11 +24,7 @@ from scrapy.exceptions import DontCloseSpider
 
 from crawlfleet.frontier import preflight, scripts
 from crawlfleet.frontier.base import FrontierScheduler, build_dupefilter
-from crawlfleet.frontier.config import (
-    FrontierConfig,
-    FrontierConfigError,
-    redis_from_settings,
-)
+from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
 from crawlfleet.frontier.liveness import Liveness
@@ -36,6 +32,7 @@ from crawlfleet.frontier.queues import RedisQueue
 from crawlfleet.frontier.serialization import RequestCodec
 from crawlfleet.frontier.shards import Shard, record_shard_count, shard_of
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
+from crawlfleet.hub.connect import redis_from_settings
 from crawlfleet.politeness.budget import site_key
 from crawlfleet.politeness.pacer import pacer_for
 

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from importlib.resources import files
 
+from crawlfleet.hub.clock import NOW_MS
+
 
 def lua(name: str) -> str:
     """A Lua part of the frontier (``crawlfleet/frontier/lua/NAME``), as text."""
     return files("crawlfleet.frontier").joinpath("lua", name).read_text(encoding="utf-8")
 
 
-# The Redis server's clock: shared by these scripts and the RabbitMQ backend's coordination.
-NOW_MS = lua("now_ms.lua")
 # The key names (P, W and every key derived from them): the start of both backends' preludes.
 KEY_NAMES = lua("keys.lua")
 PRELUDE = "\n".join((KEY_NAMES, lua("prelude.lua")))

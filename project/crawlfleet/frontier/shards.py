@@ -2,7 +2,7 @@
 worker keeps per shard, and the shard count recorded in Redis.
 
 Each shard is a whole frontier under its own key prefix (``SpiderKeys(spider, tagged, k, n)``,
-:func:`crawlfleet.frontier.keys.shard_name`): queue, dupefilter, seq, workers, leases, stats,
+:func:`crawlfleet.hub.keys.shard_name`): queue, dupefilter, seq, workers, leases, stats,
 failed, deadletter, paused. The scripts run on one shard per call, unchanged; the scheduler
 multiplexes them. A request's shard is a stable hash of its politeness key (the site of
 ``POLITENESS_KEY``), so a site's queue and fingerprints live in one shard, and on a Redis
@@ -18,8 +18,8 @@ from typing import Any
 
 from crawlfleet.frontier.config import FrontierConfigError
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
-from crawlfleet.frontier.keys import MAX_SHARDS, SpiderKeys
 from crawlfleet.frontier.queues import RedisQueue
+from crawlfleet.hub.keys import MAX_SHARDS, SpiderKeys
 
 
 def shard_of(site: str, shards: int) -> int:

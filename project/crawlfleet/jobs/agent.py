@@ -34,6 +34,9 @@ from typing import Any, TypeVar
 
 import redis
 
+from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.errors import RedisConfigError
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.jobs import control, store
 from crawlfleet.jobs.runners import (
     Launch,
@@ -45,7 +48,6 @@ from crawlfleet.jobs.runners import (
 )
 from crawlfleet.jobs.schedules import Scheduler
 from crawlfleet.jobs.store import job_keys
-from crawlfleet.redisconn import RedisConfigError, check_connection, get_redis, mask_url
 from crawlfleet.service import logs, options, runtime
 from crawlfleet.service.logs import event
 from crawlfleet.service.options import ConfigError, Option, ServiceFailure, choice, integer, number

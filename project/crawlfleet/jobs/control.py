@@ -24,8 +24,8 @@ from typing import Any
 import redis
 
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
-from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.shards import crawl_shards
+from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.jobs import store
 from crawlfleet.jobs.store import JobError, job_keys
 

@@ -24,7 +24,9 @@ from typing import Any
 
 import redis
 
-from crawlfleet.frontier.keys import FLEET_PREFIX, JobKeys, SpiderKeys
+from crawlfleet.hub.clock import hub_ms
+from crawlfleet.hub.fleetkeys import FLEET_PREFIX, JobKeys
+from crawlfleet.hub.keys import SpiderKeys
 
 
 def job_keys(client: object) -> JobKeys:
@@ -70,8 +72,7 @@ def _s(value: Any) -> str:
 
 def now_ms(client: redis.Redis) -> int:
     """Redis's clock in milliseconds (every time in a record is Redis's)."""
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
+    return int(hub_ms(client))
 
 
 def who() -> str:

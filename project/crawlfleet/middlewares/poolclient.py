@@ -25,7 +25,7 @@ from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import is_asyncio_available
 
-from crawlfleet.redisconn import tls_problem
+from crawlfleet.hub.connect import tls_problem
 from crawlfleet.settingvalues import flag
 
 #: The fleet's CA bundle, for every pool whose own ``<POOL>_CA_FILE`` is not set.

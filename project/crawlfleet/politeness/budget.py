@@ -62,8 +62,8 @@ from urllib.parse import urlsplit
 
 import redis
 
-from crawlfleet.frontier.keys import SpiderKeys
-from crawlfleet.frontier.scripts import NOW_MS
+from crawlfleet.hub.clock import NOW_MS, hub_ms
+from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.politeness import learning
 from crawlfleet.politeness.config import Limits, PolitenessConfig
 
@@ -484,9 +484,3 @@ class Budget:
 def text(value: bytes | str) -> str:
     """A Redis reply as text (undecodable bytes replaced)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def hub_ms(client: redis.Redis) -> float:
-    """Redis's clock (``TIME``) in milliseconds: the scripts' clock."""
-    seconds, micros = client.time()
-    return seconds * 1000 + micros / 1000

@@ -13,9 +13,10 @@ from typing import Any, cast
 
 import redis
 
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.hub.clock import hub_ms
+from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.politeness import learning
-from crawlfleet.politeness.budget import hub_ms, text
+from crawlfleet.politeness.budget import text
 
 BATCH = 500
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from crawlfleet.hub.connect import redis_from_settings
 from crawlfleet.politeness.budget import Budget, Outcome, classify
 from crawlfleet.politeness.config import PolitenessConfig, PolitenessConfigError
 from crawlfleet.settingvalues import flag
@@ -243,7 +244,6 @@ def build_pacer(crawler: Crawler) -> Pacer | None:
         raise
     if not config.enabled or not settings.get("REDIS_URL") or not _middleware_on(crawler):
         return None
-    from crawlfleet.frontier.config import redis_from_settings
 
     return Pacer(Budget(redis_from_settings(settings, check=False), config))
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from crawlfleet.hub.urls import mask_url
 from crawlfleet.proxypool.proxies import ProxyFormatError, mask_proxy, parse_proxy
-from crawlfleet.redisconn import mask_url
 from crawlfleet.service import options
 from crawlfleet.service.options import (
     ConfigError,

@@ -18,8 +18,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from crawlfleet.frontier.keys import pool_tag
-from crawlfleet.redisconn import get_async_redis
+from crawlfleet.hub.connect import get_async_redis
+from crawlfleet.hub.fleetkeys import pool_tag
 
 INITIAL_SCORE = 10
 MAX_SCORE = 100

@@ -24,7 +24,7 @@ One rule for all services (proxy pool, account pool, dashboard, demo site):
   read as 1000) and every number has a range, so no setting can ask for absurd work.
 - **Errors** are a ``ConfigError``: one line naming the flag and its variable
   (``--port/PROXYPOOL_PORT must be an integer between 1 and 65535, got '1e3'``), no traceback,
-  no secret (URLs are shown through ``crawlfleet.redisconn.mask_url``).
+  no secret (URLs are shown through ``crawlfleet.hub.urls.mask_url``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawlfleet.redisconn import mask_url, url_problem
+from crawlfleet.hub.urls import mask_url, url_problem
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -162,7 +162,7 @@ def choice(*allowed: str) -> Callable[[str], str]:
 
 
 def redis_url(raw: str) -> str:
-    """A Redis URL the connection helper can read (``crawlfleet.redisconn.url_problem``)."""
+    """A Redis URL the connection helper can read (``crawlfleet.hub.urls.url_problem``)."""
     value = raw.strip()
     if not value:
         raise ValueError("must not be empty")

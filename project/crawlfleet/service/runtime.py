@@ -34,7 +34,7 @@ import uvicorn
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
 from starlette.types import ASGIApp
 
-from crawlfleet.redisconn import has_credentials, mask_url
+from crawlfleet.hub.urls import has_credentials, mask_url
 from crawlfleet.service.http import GRACEFUL_SHUTDOWN, server_options
 from crawlfleet.service.logs import event
 from crawlfleet.service.options import (

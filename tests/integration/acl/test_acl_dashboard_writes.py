@@ -24,7 +24,8 @@ from support.secureredis import PASSWORDS, SecureRedis, start_acl_redis
 from support.waiting import wait_until
 
 from crawlfleet import acl
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys
+from crawlfleet.hub.fleetkeys import JobKeys
+from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.jobs import store
 
 __all__ = ["start_dashboard"]  # the fixture

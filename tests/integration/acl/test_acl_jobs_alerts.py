@@ -19,7 +19,8 @@ from support.waiting import wait_until
 from crawlfleet import clusterview
 from crawlfleet.alerts.rules import AlertState
 from crawlfleet.alerts.store import load_state, save_state
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys
+from crawlfleet.hub.fleetkeys import JobKeys
+from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.jobs import control, schedules, store
 
 KEYS = JobKeys()

@@ -21,7 +21,7 @@ from support.services import Service
 from crawlfleet.accountpool.crypto import PasswordBox, generate_key
 from crawlfleet.accountpool.store import AccountStore, CredentialRecord
 from crawlfleet.dashboard.sampler import QueueSampler
-from crawlfleet.redisconn import get_async_redis
+from crawlfleet.hub.connect import get_async_redis
 
 SPIDER = "site"
 # NOPERM outside a script; inside one, Redis says the script's user "can't access" a key;

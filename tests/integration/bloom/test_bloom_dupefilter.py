@@ -18,7 +18,7 @@ from support.sites import QuietHandler, serve_http, url_of
 
 from crawlfleet.frontier.bloom import BloomConfigError
 from crawlfleet.frontier.dupefilter import BloomDupeFilter, RedisDupeFilter
-from crawlfleet.redisconn import RedisConfigError
+from crawlfleet.hub.errors import RedisConfigError
 
 CRAWL_SCRIPT = Path(__file__).with_name("bloom_crawl.py")
 ROOT = Path(__file__).resolve().parents[3]

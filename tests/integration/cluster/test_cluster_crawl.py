@@ -17,7 +17,7 @@ from support.waiting import wait_until
 
 from crawlfleet.commands.check import check_redis
 from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
-from crawlfleet.redisconn import check_connection, get_redis
+from crawlfleet.hub.connect import check_connection, get_redis
 
 WORKERSTATS = "crawlfleet.extensions.workerstats.WorkerStats"
 ITEMS = "crawlfleet.pipelines.RedisItemsPipeline"

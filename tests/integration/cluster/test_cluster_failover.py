@@ -13,7 +13,8 @@ from support.crawl import Site, assert_crawl_survived, frontier_settings
 from support.rediscluster import RedisClusterGroup
 from support.waiting import wait_until
 
-from crawlfleet.redisconn import RedisConfigError, check_connection, get_redis
+from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.errors import RedisConfigError
 
 CONCURRENT, PREFETCH = 2, 2
 

@@ -12,7 +12,7 @@ from support.crawl import Site, frontier_settings, start_two
 from support.rediscluster import RedisClusterGroup
 from support.waiting import wait_until
 
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.hub.keys import SpiderKeys
 
 KEYS = SpiderKeys("site", tagged=True)
 SHARDNUMSUB = "return redis.call('PUBSUB', 'SHARDNUMSUB', ARGV[1])[2]"

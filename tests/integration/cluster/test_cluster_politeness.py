@@ -6,9 +6,9 @@ from __future__ import annotations
 from scrapy.settings import Settings
 from support.rediscluster import RedisClusterGroup
 
+from crawlfleet.hub.connect import get_redis
 from crawlfleet.politeness.budget import Budget, Outcome
 from crawlfleet.politeness.config import PolitenessConfig
-from crawlfleet.redisconn import get_redis
 
 
 class Clock:

@@ -24,8 +24,8 @@ from support.waiting import wait_until
 
 from crawlfleet import cli
 from crawlfleet.clusterview import spider_snapshot
-from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.shards import shard_of
+from crawlfleet.hub.keys import SpiderKeys
 
 HOSTS = [f"127.0.0.{i}" for i in range(2, 10)]  # eight hosts on Linux's loopback
 SHARDS = SpiderKeys("site", tagged=True).of_shards(3)

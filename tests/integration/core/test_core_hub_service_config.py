@@ -32,7 +32,7 @@ from support.waiting import wait_until
 
 from crawlfleet.accountpool.crypto import generate_key
 from crawlfleet.frontier.scheduler import Scheduler
-from crawlfleet.redisconn import RedisConfigError
+from crawlfleet.hub.errors import RedisConfigError
 
 from redis_server import RedisServer, start_redis
 

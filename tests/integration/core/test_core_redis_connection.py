@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 from support.net import free_port
 
-from crawlfleet.redisconn import RedisConfigError, check_connection, get_redis
+from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.errors import RedisConfigError
 
 from redis_server import start_redis
 

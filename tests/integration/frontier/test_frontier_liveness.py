@@ -24,8 +24,8 @@ from support.crawl import Site, Worker, frontier_settings, start_two
 from support.schedulers import MakeScheduler
 from support.waiting import wait_until
 
-from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.scheduler import Scheduler
+from crawlfleet.hub.keys import SpiderKeys
 
 LIVE: dict[str, object] = {
     "SCHEDULER_LEASE_TIMEOUT": 30,

@@ -18,7 +18,7 @@ from twisted.python.failure import Failure
 from crawlfleet import cli
 from crawlfleet.frontier.config import FrontierConfigError
 from crawlfleet.frontier.scheduler import Scheduler
-from crawlfleet.redisconn import RedisConfigError
+from crawlfleet.hub.errors import RedisConfigError
 
 POP_SCRIPT = Path(__file__).with_name("frontier_pop.py")
 ROOT = Path(__file__).resolve().parents[3]

@@ -18,9 +18,9 @@ from twisted.python.failure import Failure
 from crawlfleet import cli
 from crawlfleet.clusterview import spider_snapshot
 from crawlfleet.frontier.config import FrontierConfigError
-from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.scheduler import Scheduler
 from crawlfleet.frontier.shards import shard_of
+from crawlfleet.hub.keys import SpiderKeys
 
 # a queue per site, as with politeness on, without its pacing (pops here are not paced)
 KEYED = "crawlfleet.frontier.queues.KeyedPriorityQueue"

@@ -14,7 +14,7 @@ from support.crawl import Site
 from support.services import log_tail, start_process, stop_process
 from support.waiting import wait_until
 
-from crawlfleet.frontier.keys import JobKeys
+from crawlfleet.hub.fleetkeys import JobKeys
 from crawlfleet.jobs import store
 
 

@@ -14,7 +14,8 @@ from support.crawl import Site
 from support.dashboard import KEY, Dashboard, PageClient, start_dashboard
 from support.waiting import wait_until
 
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys
+from crawlfleet.hub.fleetkeys import JobKeys
+from crawlfleet.hub.keys import SpiderKeys
 
 __all__ = ["start_dashboard"]  # the fixture
 OPERATOR = "operator-password-for-tests"

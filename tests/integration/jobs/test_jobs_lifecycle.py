@@ -14,7 +14,8 @@ from support.crawl import Site, wait_heartbeats
 from support.waiting import wait_until
 
 from crawlfleet import clusterview
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys
+from crawlfleet.hub.fleetkeys import JobKeys
+from crawlfleet.hub.keys import SpiderKeys
 
 
 def test_a_job_runs_pauses_resumes_and_keeps_its_record_after_the_purge(

@@ -24,7 +24,8 @@ from support.waiting import wait_until
 from crawlfleet import clusterview
 from crawlfleet.alerts import rules
 from crawlfleet.alerts.store import current_alerts, load_state
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys
+from crawlfleet.hub.fleetkeys import JobKeys
+from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.jobs import store
 
 SPIDER = "site"

@@ -36,7 +36,8 @@ from crawlfleet.alerts import rules
 from crawlfleet.alerts.rules import Alert
 from crawlfleet.alerts.store import webhook_id as store_webhook_id
 from crawlfleet.alerts.webhook import Notifier
-from crawlfleet.frontier.keys import JobKeys, SpiderKeys
+from crawlfleet.hub.fleetkeys import JobKeys
+from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.jobs import store
 
 KEY = "s3cret-dashboard-key"

@@ -26,8 +26,8 @@ from support.dashboard import KEY, browser, snapshot, start_dashboard
 from support.waiting import wait_until
 
 from crawlfleet.dashboard.metrics import METRIC_KEYS
-from crawlfleet.frontier.keys import SpiderKeys
 from crawlfleet.frontier.scheduler import Scheduler
+from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.politeness.budget import Budget, Outcome
 from crawlfleet.politeness.config import Limits, PolitenessConfig
 

@@ -13,7 +13,8 @@ import redis
 from support.sentinel import ACL_PASSWORDS, SentinelGroup, start_sentinel_group
 from support.waiting import wait_until
 
-from crawlfleet.redisconn import RedisConfigError, check_connection, get_redis
+from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.errors import RedisConfigError
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from support.sentinel import SentinelGroup
 
 from crawlfleet.cli import main
 from crawlfleet.frontier.scheduler import Scheduler
-from crawlfleet.redisconn import RedisConfigError, RedisUrlError, get_async_redis
+from crawlfleet.hub.connect import get_async_redis
+from crawlfleet.hub.errors import RedisConfigError, RedisUrlError
 
 
 def unreachable_url() -> str:

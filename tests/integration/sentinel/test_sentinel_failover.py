@@ -19,8 +19,8 @@ from support.sentinel import SentinelGroup
 from support.services import start_process, stop_process, wait_healthy
 from support.waiting import wait_until
 
-from crawlfleet.frontier.keys import SpiderKeys
-from crawlfleet.redisconn import check_connection, get_redis
+from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.keys import SpiderKeys
 
 CONCURRENT, PREFETCH = 2, 2
 API_KEY = "sentinel-pool-test-key-0123"

@@ -17,18 +17,9 @@ from support.waiting import wait_until
 
 from crawlfleet import tlsca
 from crawlfleet.frontier.config import default_wait
-from crawlfleet.redisconn import (
-    RedisAuthError,
-    RedisUrlError,
-    check_connection,
-    get_async_redis,
-    get_redis,
-    mask_url,
-    parse_sentinel_url,
-    redis_location,
-    sentinel_problem,
-    validate_url,
-)
+from crawlfleet.hub.connect import check_connection, get_async_redis, get_redis, sentinel_problem
+from crawlfleet.hub.errors import RedisAuthError, RedisUrlError
+from crawlfleet.hub.urls import mask_url, parse_sentinel_url, redis_location, validate_url
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from support.crawl import Site, frontier_settings
 from support.secureredis import SecureRedis, make_tls_files, start_tls_redis
 
 from crawlfleet import tlsca
-from crawlfleet.redisconn import get_redis
+from crawlfleet.hub.connect import get_redis
 
 
 @pytest.fixture(scope="module")

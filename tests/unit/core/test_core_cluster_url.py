@@ -14,11 +14,10 @@ from hypothesis import strategies as st
 from scrapy.settings import Settings
 
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, default_wait
-from crawlfleet.frontier.keys import ITEMS_KEY, QUEUE_KEY, SpiderKeys
-from crawlfleet.redisconn import (
-    RedisConfigError,
-    RedisUrlError,
-    get_redis,
+from crawlfleet.hub.connect import get_redis
+from crawlfleet.hub.errors import RedisConfigError, RedisUrlError
+from crawlfleet.hub.keys import ITEMS_KEY, QUEUE_KEY, SpiderKeys
+from crawlfleet.hub.urls import (
     has_credentials,
     is_cluster_url,
     mask_url,

@@ -12,13 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlfleet.redisconn import (
-    RedisUrlError,
-    mask_secrets,
-    mask_url,
-    redis_location,
-    validate_url,
-)
+from crawlfleet.hub.errors import RedisUrlError
+from crawlfleet.hub.urls import mask_secrets, mask_url, redis_location, validate_url
 
 SECRET = "hubS3cret!"
 FORMS = [

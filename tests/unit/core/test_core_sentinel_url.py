@@ -13,10 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawlfleet.frontier.config import default_wait
-from crawlfleet.redisconn import (
-    RedisUrlError,
-    get_async_redis,
-    get_redis,
+from crawlfleet.hub.connect import get_async_redis, get_redis
+from crawlfleet.hub.errors import RedisUrlError
+from crawlfleet.hub.urls import (
     has_credentials,
     mask_url,
     parse_sentinel_url,

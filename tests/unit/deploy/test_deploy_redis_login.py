@@ -1,5 +1,5 @@
 """filter_plugins/crawlfleet_redis.py ``redis_login``: each service's Redis URL with its own login,
-on the Redis nodes and, through Sentinel, on the Sentinels too; what crawlfleet.redisconn reads back
+on the Redis nodes and, through Sentinel, on the Sentinels too; what crawlfleet.hub.urls reads back
 from it is exactly that user and password, whatever the password holds. Run through Ansible by
 every lab converge (the roles' URLs)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlfleet.redisconn import parse_sentinel_url, url_problem
+from crawlfleet.hub.urls import parse_sentinel_url, url_problem
 
 ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location(

@@ -87,14 +87,14 @@ def test_stale_references_in_code_and_roles(gendocs: ModuleType, tmp_path: Path)
 
 
 def test_redis_keys_page_is_generated_from_the_keys_module(gendocs: ModuleType) -> None:
-    from crawlfleet.frontier.keys import KEYS
+    from crawlfleet.hub.keydoc import KEYS
 
-    name, page = "crawlfleet.frontier.keys.KEYS", "docs/reference/redis-keys.md"
+    name, page = "crawlfleet.hub.keydoc.KEYS", "docs/reference/redis-keys.md"
     assert {
-        ("crawlfleet.frontier.keys", "KEYS"): page,
-        ("crawlfleet.frontier.keys", "JOB_KEYS"): page,
+        ("crawlfleet.hub.keydoc", "KEYS"): page,
+        ("crawlfleet.hub.keydoc", "JOB_KEYS"): page,
     } == gendocs.KEY_BLOCKS
-    table = gendocs.key_table("crawlfleet.frontier.keys", "KEYS")
+    table = gendocs.key_table("crawlfleet.hub.keydoc", "KEYS")
     for doc in KEYS:
         assert f"| `{doc.pattern()}` |" in table, doc.attribute
     assert (
@@ -102,9 +102,9 @@ def test_redis_keys_page_is_generated_from_the_keys_module(gendocs: ModuleType) 
         in table
     )
     assert "| `<spider>:leases:<worker>` | hash | workers | — |" in table
-    jobs = gendocs.key_table("crawlfleet.frontier.keys", "JOB_KEYS")
+    jobs = gendocs.key_table("crawlfleet.hub.keydoc", "JOB_KEYS")
     assert "| `crawlfleet:job:<id>` | hash |" in jobs
-    tables = {name: table, "crawlfleet.frontier.keys.JOB_KEYS": jobs}
+    tables = {name: table, "crawlfleet.hub.keydoc.JOB_KEYS": jobs}
     text = (gendocs.ROOT / page).read_text()
     assert gendocs.fill_blocks(page, text, tables) == text, "run scripts/gendocs.py"
     drifted = text.replace("| `<spider>:seq` |", "| `<spider>:sequence` |")

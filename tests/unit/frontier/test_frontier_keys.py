@@ -1,4 +1,4 @@
-"""crawlfleet.frontier.keys: the exact legacy key names, their settings, and that nobody else
+"""crawlfleet.hub.keys: the exact legacy key names, their settings, and that nobody else
 spells a crawl's key (in Python or in the frontier's Lua)."""
 
 from __future__ import annotations
@@ -15,24 +15,23 @@ from scrapy.settings import Settings
 from crawlfleet.frontier import scripts
 from crawlfleet.frontier.bloom import BloomConfigError, layout_from_settings
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
-from crawlfleet.frontier.keys import (
+from crawlfleet.frontier.rabbitmq import coord
+from crawlfleet.hub.fleetkeys import JobKeys, pool_tag
+from crawlfleet.hub.keydoc import KEYS
+from crawlfleet.hub.keys import (
     BLOOMFILTER_KEY,
     DUPEFILTER_KEY,
     FRONTIER_GLOB,
     ITEMS_KEY,
-    KEYS,
     QUEUE_KEY,
     START_URLS_KEY,
-    JobKeys,
     SpiderKeys,
-    pool_tag,
     spider_of_frontier_key,
 )
-from crawlfleet.frontier.rabbitmq import coord
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "project" / "crawlfleet"
-KEYS_MODULE = PACKAGE / "frontier" / "keys.py"
+KEYS_MODULE = PACKAGE / "hub" / "keys.py"
 # Python outside the package that talks to a crawl's Redis: the book's project, the scripts.
 OTHER_SOURCES = (ROOT / "project" / "bookcrawler", ROOT / "scripts")
 # Keys outside a crawl that happen to end like one of its keys: (file, suffix) -> why it stays.
@@ -263,7 +262,7 @@ def test_no_module_but_keys_spells_a_crawl_key() -> None:
         for line, suffix in key_spellings(path.read_text()):
             if (rel, suffix) not in NOT_A_CRAWL_KEY:
                 found.append(f"crawlfleet/{rel}:{line}: builds a '<spider>:{suffix}' key")
-    assert found == [], "use crawlfleet.frontier.keys.SpiderKeys:\n" + "\n".join(found)
+    assert found == [], "use crawlfleet.hub.keys.SpiderKeys:\n" + "\n".join(found)
 
 
 def test_the_books_project_and_the_scripts_spell_no_crawl_key_either() -> None:
@@ -273,7 +272,7 @@ def test_the_books_project_and_the_scripts_spell_no_crawl_key_either() -> None:
         for path in sorted(root.rglob("*.py"))
         for line, suffix in key_spellings(path.read_text())
     ]
-    assert found == [], "use crawlfleet.frontier.keys.SpiderKeys:\n" + "\n".join(found)
+    assert found == [], "use crawlfleet.hub.keys.SpiderKeys:\n" + "\n".join(found)
 
 
 # -- the Lua side: every name in lua/keys.lua, evaluated in Redis -------------------------------

@@ -13,8 +13,8 @@ from scrapy.settings import Settings
 
 from crawlfleet.frontier.bloom import BloomConfigError, layout_from_settings
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
-from crawlfleet.frontier.keys import MAX_SHARDS, QUEUE_KEY, SLOTS, SpiderKeys, shard_name
 from crawlfleet.frontier.shards import shard_names, shard_of
+from crawlfleet.hub.keys import MAX_SHARDS, QUEUE_KEY, SLOTS, SpiderKeys, shard_name
 
 SPIDERS = ["book", "site", "a", "x" * 80, "my:spider", "crawl-2026.12", "ü"]
 

@@ -12,10 +12,12 @@ from scrapy.http import FormRequest
 from scrapy.settings import Settings
 from twisted.python.failure import Failure
 
-from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, redis_params
+from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
 from crawlfleet.frontier.leases import FailureTap, Lease, unwrap
 from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec, loads
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
+from crawlfleet.hub.connect import redis_params
+from crawlfleet.hub.errors import RedisConfigError
 
 
 class BookSpider(Spider):
@@ -154,9 +156,9 @@ def test_redis_params_merge_and_validate() -> None:
     params = redis_params(Settings({"REDIS_PARAMS": {"socket_timeout": 3}}))
     assert params["socket_timeout"] == 3 and params["socket_connect_timeout"] == 3  # clamped
     assert "retry_on_timeout" not in params  # a call never blocks longer than socket_timeout
-    with pytest.raises(FrontierConfigError, match="REDIS_PARAMS"):
+    with pytest.raises(RedisConfigError, match="REDIS_PARAMS"):
         redis_params(Settings({"REDIS_PARAMS": "timeout=3"}))
-    with pytest.raises(FrontierConfigError, match="socket_timeout"):
+    with pytest.raises(RedisConfigError, match="socket_timeout"):
         redis_params(Settings({"REDIS_PARAMS": {"socket_timeout": None}}))
 
 

@@ -13,7 +13,7 @@ from crawlfleet.clusterview import (
     rate_per_minute,
     throughput_series,
 )
-from crawlfleet.frontier.keys import SpiderKeys, escape_glob
+from crawlfleet.hub.keys import SpiderKeys, escape_glob
 
 
 def samples(*points: tuple[float, float]) -> list[tuple[float, list[float]]]:

@@ -1,5 +1,5 @@
 """A full hub in the read model and its renderings: ``hub_full``, ``oom_refusals``, the status
-line, the dashboard's metrics; and the workers' episode log (``crawlfleet.frontier.fullhub``)."""
+line, the dashboard's metrics; and the workers' episode log (``crawlfleet.hub.fullhub``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from rich.console import Console
 from crawlfleet.clusterview import hub_full, oom_refusals
 from crawlfleet.commands.status import render
 from crawlfleet.dashboard import metrics
-from crawlfleet.frontier.fullhub import FullHub, is_full
+from crawlfleet.hub.fullhub import FullHub, is_full
 
 MIB = 2**20
 

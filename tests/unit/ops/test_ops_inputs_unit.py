@@ -12,8 +12,8 @@ from starlette.requests import Request
 
 from crawlfleet.cli import main
 from crawlfleet.commands.seed import check_entry
-from crawlfleet.dashboard.app import _authorized, content_security_policy, page_html
 from crawlfleet.dashboard.config import ConfigError, build_parser, resolve
+from crawlfleet.dashboard.core import _authorized, content_security_policy, page_html
 from crawlfleet.extensions.workerstats import WorkerStats, numeric_stats
 
 

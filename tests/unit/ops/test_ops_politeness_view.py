@@ -14,7 +14,7 @@ from support.waiting import wait_until
 
 from crawlfleet import clusterview
 from crawlfleet.clusterview import HubProbe, bound_by, hub_health, politeness_snapshot
-from crawlfleet.frontier.keys import SpiderKeys
+from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.politeness.budget import Budget, Outcome
 from crawlfleet.politeness.config import Limits, PolitenessConfig
 

@@ -1,5 +1,5 @@
 -- Every Redis key a frontier script names besides its KEYS, derived from ARGV[1] (the prefix: the
--- spider name) and ARGV[2] (this worker): the Lua side of crawlfleet.frontier.keys.SpiderKeys. A
+-- spider name) and ARGV[2] (this worker): the Lua side of crawlfleet.hub.keys.SpiderKeys. A
 -- key is a local named after its SpiderKeys attribute in capitals, a worker's key a function
 -- <attribute>_of(w); tests/unit/frontier/test_frontier_keys.py evaluates each one in Redis against
 -- SpiderKeys. Both preludes start with this part; no other part spells a key.

@@ -14,7 +14,8 @@ own ``<spider>:seeding``, ``<spider>:paused``, ``<spider>:failed``, ``<spider>:d
 
 from __future__ import annotations
 
-from crawlfleet.frontier.scripts import KEY_NAMES, NOW_MS, lua
+from crawlfleet.frontier.scripts import KEY_NAMES, lua
+from crawlfleet.hub.clock import NOW_MS
 
 # Lua parts in crawlfleet/frontier/lua/rabbitmq_*.lua; the key names and clock are the frontier's.
 PRELUDE = "\n".join((KEY_NAMES, lua("rabbitmq_prelude.lua")))

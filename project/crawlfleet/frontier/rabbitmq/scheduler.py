@@ -30,13 +30,14 @@ from crawlfleet.frontier.base import (
     build_dupefilter,
     lookahead,
 )
-from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError, redis_from_settings
+from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import Lease, failed_entry
 from crawlfleet.frontier.rabbitmq import coord
 from crawlfleet.frontier.rabbitmq.client import Delivery
 from crawlfleet.frontier.rabbitmq.queue import PriorityQueue
 from crawlfleet.frontier.serialization import RequestCodec
+from crawlfleet.hub.connect import redis_from_settings
 from crawlfleet.politeness.pacer import pacer_for
 
 if TYPE_CHECKING:

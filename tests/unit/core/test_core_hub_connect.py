@@ -1,7 +1,9 @@
 import pytest
 
 from crawlfleet.cli import main
-from crawlfleet.redisconn import RedisConfigError, get_redis, mask_url
+from crawlfleet.hub.connect import get_redis
+from crawlfleet.hub.errors import RedisConfigError
+from crawlfleet.hub.urls import mask_url
 
 
 @pytest.mark.parametrize(
