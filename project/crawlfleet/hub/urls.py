@@ -286,9 +286,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     """
     if not is_sentinel_url(url):
         raise ValueError(f"must look like {SENTINEL_SHAPE}")
-    parts = _split(url)
-    tls = parts.scheme == TLS_SENTINEL_SCHEME
-    username, password, sentinels = _login_and_hosts(parts, "Sentinel", SENTINEL_PORT)
+    parts, tls, username, password, sentinels = _login_and_hosts(url, "Sentinel", SENTINEL_PORT)
     segments = parts.path.split("/")[1:] if parts.path else []
     if segments and segments[-1] == "":
         segments.pop()  # a trailing slash
@@ -345,10 +343,12 @@ def _login(userinfo: str, at: str) -> tuple[str | None, str | None]:
 
 
 def _login_and_hosts(
-    parts: SplitResult, what: str, default_port: int
-) -> tuple[str | None, str | None, tuple[tuple[str, int], ...]]:
-    """User name, password and ``(host, port)`` list of a URL with several hosts (Sentinel or
-    cluster: ``what`` names one host's kind in errors, ``default_port`` its port when left out)."""
+    url: str, what: str, default_port: int
+) -> tuple[SplitResult, bool, str | None, str | None, tuple[tuple[str, int], ...]]:
+    """The parts of a URL with several hosts (Sentinel or cluster), whether it is TLS
+    (``rediss+…``), its user name, password and ``(host, port)`` list: ``what`` names one host's
+    kind in errors, ``default_port`` its port when left out. The one reader of both forms."""
+    parts = _split(url)
     if "@" in parts.path or "@" in parts.query or parts.fragment:
         raise ValueError(
             "has an '@' or '#' after the host list: percent-encode '/', '?', '#' and '@' "
@@ -359,7 +359,7 @@ def _login_and_hosts(
     if not hosts:
         raise ValueError(f"names no {what} (host:port[,host:port…])")
     addresses = tuple(_host_address(piece, what, default_port) for piece in hosts.split(","))
-    return username, password, addresses
+    return parts, parts.scheme.startswith("rediss+"), username, password, addresses
 
 
 def _query_options(query: str, tls: bool, plain: str, secure: str) -> dict[str, Any]:
@@ -397,9 +397,7 @@ def parse_cluster_url(url: str) -> ClusterTarget:
     """
     if not is_cluster_url(url):
         raise ValueError(f"must look like {CLUSTER_SHAPE}")
-    parts = _split(url)
-    tls = parts.scheme == TLS_CLUSTER_SCHEME
-    username, password, nodes = _login_and_hosts(parts, "cluster node", REDIS_PORT)
+    parts, tls, username, password, nodes = _login_and_hosts(url, "cluster node", REDIS_PORT)
     db_text = parts.path.strip("/") if parts.path else ""
     if parts.path.count("/") > 1 and db_text:
         raise ValueError("has more than /0 in its path (a Redis Cluster has database 0 only)")
