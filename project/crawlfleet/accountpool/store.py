@@ -33,73 +33,24 @@ from redis.backoff import NoBackoff
 from crawlfleet.accountpool.crypto import PasswordBox
 from crawlfleet.hub.connect import get_async_redis
 from crawlfleet.hub.fleetkeys import pool_tag
+from crawlfleet.hub.lua import read_lua
 
 KEYCHECK_KEY = "accountpool:keycheck"
 _KEYCHECK_TEXT = "crawlfleet-accountpool"
 
 # Pick uniformly among credentials valid until at least ARGV[1], by rank in the expiry zset:
 # ZCOUNT and ZRANGE by rank are O(log N), so the hash is never read as a whole.
-_RANDOM = """
-local total = redis.call('ZCARD', KEYS[1])
-if total == 0 then return false end
-local expired = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1])
-local valid = total - expired
-if valid <= 0 then return false end
-local index = expired + math.floor(tonumber(ARGV[2]) * valid)
-if index >= total then index = total - 1 end
-local user = redis.call('ZRANGE', KEYS[1], index, index)[1]
-return redis.call('HGET', KEYS[2], user)
-"""
+_RANDOM = read_lua("crawlfleet.accountpool", "random.lua")
 
 # KEYS[4] = the accounts hash: a login that finishes after its account was deleted stores
 # nothing.
-_SET_CREDENTIAL = """
-if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then return 0 end
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-if old then
-  local ok, rec = pcall(cjson.decode, old)
-  if ok and type(rec) == 'table' and rec['th'] then redis.call('HDEL', KEYS[3], rec['th']) end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[4], ARGV[1])
-return 1
-"""
+_SET_CREDENTIAL = read_lua("crawlfleet.accountpool", "set_credential.lua")
 
 # ARGV[1] = username, or '' to look it up from the token hash ARGV[2]; ARGV[2] = the token hash
 # that must still be current ('' = whatever is stored). Returns the username removed, or false.
-_REMOVE_CREDENTIAL = """
-local user = ARGV[1]
-if user == '' then
-  user = redis.call('HGET', KEYS[3], ARGV[2])
-  if not user then return false end
-end
-local old = redis.call('HGET', KEYS[1], user)
-local th = nil
-if old then
-  local ok, rec = pcall(cjson.decode, old)
-  if ok and type(rec) == 'table' then th = rec['th'] end
-end
-if ARGV[2] ~= '' and th ~= ARGV[2] then
-  if ARGV[1] == '' then redis.call('HDEL', KEYS[3], ARGV[2]) end
-  return false
-end
-if not old then return false end
-redis.call('HDEL', KEYS[1], user)
-redis.call('ZREM', KEYS[2], user)
-if th then redis.call('HDEL', KEYS[3], th) end
-return user
-"""
+_REMOVE_CREDENTIAL = read_lua("crawlfleet.accountpool", "remove_credential.lua")
 
-_RECORD_FAILURE = """
-local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-local delay = tonumber(ARGV[4]) * (2 ^ (n - 1))
-local cap = tonumber(ARGV[5])
-if delay > cap then delay = cap end
-redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + delay, ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-return {n, tostring(delay)}
-"""
+_RECORD_FAILURE = read_lua("crawlfleet.accountpool", "record_failure.lua")
 
 
 # Connections per process. Requests beyond this wait for a free one (up to the socket timeout)

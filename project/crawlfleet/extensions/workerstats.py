@@ -35,6 +35,7 @@ from twisted.internet.task import LoopingCall
 from crawlfleet.hub.connect import redis_from_settings, redis_url
 from crawlfleet.hub.fullhub import FullHub, is_full
 from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.lua import read_lua
 from crawlfleet.hub.urls import mask_url
 from crawlfleet.settingvalues import flag
 
@@ -48,25 +49,7 @@ _ERROR_LOG_INTERVAL = 30.0
 # KEYS: series, registry, scrapy stats, worker record. ARGV: worker, pages, items, cap, history ms,
 # project, version, k1, v1, …
 # Keys expire a day after the last write, like the frontier's per-worker keys.
-_WRITE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('RPUSH', KEYS[1], now .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[4]), -1)
-redis.call('PEXPIRE', KEYS[1], 86400000)
-redis.call('ZADD', KEYS[2], now, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[5]))
-redis.call('PEXPIRE', KEYS[2], 86400000)
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  redis.call('HSET', KEYS[4], 'project', ARGV[6], 'version', ARGV[7])
-end
-redis.call('DEL', KEYS[3])
-if #ARGV > 7 then
-  redis.call('HSET', KEYS[3], unpack(ARGV, 8, #ARGV))
-  redis.call('PEXPIRE', KEYS[3], 86400000)
-end
-return now
-"""
+_WRITE = read_lua("crawlfleet.extensions", "workerstats_write.lua")
 
 
 def _positive(crawler: Crawler, name: str, default: float) -> float:

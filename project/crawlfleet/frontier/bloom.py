@@ -54,6 +54,7 @@ from scrapy.settings import BaseSettings
 
 from crawlfleet.hub.connect import redis_url
 from crawlfleet.hub.keys import BLOOMFILTER_KEY, has_hash_tag
+from crawlfleet.hub.lua import read_lua
 from crawlfleet.hub.urls import is_cluster_url
 from crawlfleet.settingvalues import flag
 
@@ -94,150 +95,33 @@ SCALABLE_ITEM_SIZE = 18
 # hashes) is HEADER + (h1 + j*h2 + (j^3 - j)/6) mod m, exact in Lua's doubles (all below 2^40).
 _LUA_SCALABLE = (
     f"local SBF_HEADER, SBF_GROWTH, SBF_MAX_BITS, SBF_LN2 = {HEADER_BITS}, {GROWTH}, "
-    f"{MAX_LAYER_BITS}, {math.log(2)!r}"
-    + """
-local function sbf_u32(b, p)
-  return ((b[p] * 256 + b[p + 1]) * 256 + b[p + 2]) * 256 + b[p + 3]
-end
-local function sbf_bits(cmd, op, h1, h2, m, k)
-  local a, s = h1 % m, h2 % m
-  if s == 0 then s = 1 end
-  for j = 0, k - 1 do
-    local n = #cmd
-    cmd[n + 1], cmd[n + 2] = op, 'u1'
-    cmd[n + 3] = SBF_HEADER + (a + j * s + (j * j * j - j) / 6) % m
-    if op == 'SET' then cmd[n + 4] = 1 end
-  end
-  return cmd
-end
-local function sbf_all_set(r, from)
-  for i = from, #r do
-    if r[i] == 0 then return false end
-  end
-  return true
-end
-local function sbf_layers(key, arg, add)
-  local b = {string.byte(arg, 1, #arg)}
-  local h1, h2, m0, mlast = sbf_u32(b, 1), sbf_u32(b, 5), sbf_u32(b, 9), sbf_u32(b, 13)
-  local k0, maxl = b[17], b[18]
-  local function layer(i)
-    if i == 0 then return key end
-    return key .. ':' .. i
-  end
-  local function bits_of(i)
-    if i == maxl - 1 then return mlast end
-    return math.min(m0 * SBF_GROWTH ^ i, SBF_MAX_BITS)
-  end
-  local r = redis.call(unpack(sbf_bits({'BITFIELD', key, 'GET', 'u16', 32}, 'GET', h1, h2,
-                                       bits_of(0), k0)))
-  if sbf_all_set(r, 2) then return 0 end
-  local layers = math.max(r[1], 1)
-  for i = 1, layers - 1 do
-    local lr = redis.call(unpack(sbf_bits({'BITFIELD', layer(i)}, 'GET', h1, h2, bits_of(i),
-                                          k0 + i)))
-    if sbf_all_set(lr, 1) then return 0 end
-  end
-  if not add then return 1 end
-  local last, k = layers - 1, k0 + layers - 1
-  local m = bits_of(last)
-  local cmd = sbf_bits({'BITFIELD', layer(last), 'INCRBY', 'u32', 0, 1}, 'SET', h1, h2, m, k)
-  local count = redis.call(unpack(cmd))[1]
-  if layers < maxl and count >= math.floor(m * SBF_LN2 / k) then
-    -- the newest layer is full: allocate the next one at its full size in one step
-    local size = math.ceil((SBF_HEADER + bits_of(layers)) / 8)
-    redis.call('SETRANGE', layer(layers), size - 1, '\\0')
-    redis.call('BITFIELD', key, 'SET', 'u16', 32, layers + 1)
-  end
-  return 1
-end
-"""
+    f"{MAX_LAYER_BITS}, {math.log(2)!r}\n" + read_lua("crawlfleet.frontier", "bloom_layers.lua")
 )
 
 # One BITFIELD call sets all k bits and returns their old values (faster than k SETBITs in Lua). An
 # argument whose length is not a multiple of 4 is a scalable filter's.
-LUA_CHECK_AND_ADD = (
-    _LUA_SCALABLE
-    + """
-local function check_and_add(key, arg)
-  if #arg % 4 ~= 0 then return sbf_layers(key, arg, true) end
-  local cmd = {'BITFIELD', key}
-  for p = 1, #arg, 4 do
-    local b1, b2, b3, b4 = string.byte(arg, p, p + 3)
-    local n = #cmd
-    cmd[n + 1], cmd[n + 2], cmd[n + 3], cmd[n + 4] =
-      'SET', 'u1', ((b1 * 256 + b2) * 256 + b3) * 256 + b4, 1
-  end
-  local old = redis.call(unpack(cmd))
-  for i = 1, #old do
-    if old[i] == 0 then
-      return 1
-    end
-  end
-  return 0
-end
-"""
-)
+LUA_CHECK_AND_ADD = _LUA_SCALABLE + read_lua("crawlfleet.frontier", "bloom_check_and_add.lua")
 
 # GETBIT one by one: a non-member usually stops at the first or second bit.
-_LUA_CONTAINS = """
-local function contains(key, arg)
-  if #arg % 4 ~= 0 then return 1 - sbf_layers(key, arg, false) end
-  for p = 1, #arg, 4 do
-    local b1, b2, b3, b4 = string.byte(arg, p, p + 3)
-    if redis.call('GETBIT', key, ((b1 * 256 + b2) * 256 + b3) * 256 + b4) == 0 then
-      return 0
-    end
-  end
-  return 1
-end
-"""
+_LUA_CONTAINS = read_lua("crawlfleet.frontier", "bloom_contains.lua")
 
 # KEYS[1]: block key; ARGV[1]: concatenated per-fingerprint items; ARGV[2]: bytes per item.
 # Returns one '1' (new / present) or '0' per fingerprint, in order.
-_LUA_BATCH = """
-local data, step, out = ARGV[1], tonumber(ARGV[2]), {}
-for p = 1, #data, step do
-  out[#out + 1] = %s(KEYS[1], string.sub(data, p, p + step - 1))
-end
-return table.concat(out)
-"""
+_LUA_BATCH = read_lua("crawlfleet.frontier", "bloom_batch.lua")
 _ADD_SCRIPT = LUA_CHECK_AND_ADD + _LUA_BATCH % "check_and_add"
 _CONTAINS_SCRIPT = _LUA_SCALABLE + _LUA_CONTAINS + _LUA_BATCH % "contains"
 
 # Creates the metadata hash unless it exists, then returns it (one key: cluster-safe).
-_META_SCRIPT = """
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t == 'none' then
-  redis.call('HSET', KEYS[1], unpack(ARGV))
-elseif t ~= 'hash' then
-  return redis.error_reply('WRONGTYPE')
-end
-return redis.call('HGETALL', KEYS[1])
-"""
+_META_SCRIPT = read_lua("crawlfleet.frontier", "bloom_meta.lua")
 
 # Creates a block at its full size in one allocation (SETRANGE on a missing key allocates exactly;
 # growing a string bit by bit would over-allocate up to 2x, Redis's greedy string growth).
 # ARGV[1]: index of the last byte; ARGV[2]: '1' to empty an existing block first.
-_ALLOCATE_SCRIPT = """
-if ARGV[2] == '1' then
-  redis.call('DEL', KEYS[1])
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('SETRANGE', KEYS[1], ARGV[1], '\\0')
-end
-"""
+_ALLOCATE_SCRIPT = read_lua("crawlfleet.frontier", "bloom_allocate.lua")
 
 # A scalable filter's layers (KEYS, all of them): deletes them when ARGV[2] is '1', then creates
 # layer 0 at its full size (ARGV[1]: index of its last byte) with "1 layer in use" in its header.
-_ALLOCATE_LAYERS_SCRIPT = """
-if ARGV[2] == '1' then
-  redis.call('DEL', unpack(KEYS))
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('SETRANGE', KEYS[1], ARGV[1], '\\0')
-  redis.call('BITFIELD', KEYS[1], 'SET', 'u16', 32, 1)
-end
-"""
+_ALLOCATE_LAYERS_SCRIPT = read_lua("crawlfleet.frontier", "bloom_allocate_layers.lua")
 
 _DIGEST = struct.Struct(">QQI")
 _DIGEST_BYTES = _DIGEST.size  # 20, the size of Scrapy's SHA-1 request fingerprints

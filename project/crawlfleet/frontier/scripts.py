@@ -17,14 +17,13 @@ runs on the one node serving it.
 
 from __future__ import annotations
 
-from importlib.resources import files
-
 from crawlfleet.hub.clock import NOW_MS
+from crawlfleet.hub.lua import read_lua
 
 
 def lua(name: str) -> str:
     """A Lua part of the frontier (``crawlfleet/frontier/lua/NAME``), as text."""
-    return files("crawlfleet.frontier").joinpath("lua", name).read_text(encoding="utf-8")
+    return read_lua("crawlfleet.frontier", name)
 
 
 # The key names (P, W and every key derived from them): the start of both backends' preludes.

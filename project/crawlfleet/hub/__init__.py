@@ -12,7 +12,8 @@ fails on an import that runs back up):
   only masked; ``connect``: the clients those URLs name, one pool per process, a Scrapy
   project's ``REDIS_URL``/``REDIS_PARAMS`` (``redis_from_settings``), and the first failure as
   one line (``check_connection``).
-- ``clock``: Redis's ``TIME``, the one clock of scripts and records.
+- ``clock``: Redis's ``TIME``, the one clock of scripts and records; ``lua``: the reader of
+  every package's ``lua/`` folder (no script lives in a Python string).
 - ``fullhub``: Redis refusing writes at ``maxmemory``, one line per episode.
 - ``errors``: the one exception tree (``HubError``).
 

@@ -9,11 +9,12 @@ same reading from Python, ``time_ms`` the same for a ``TIME`` reply taken in a p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib.resources import files
 from typing import Any
 
+from crawlfleet.hub.lua import read_lua
+
 #: ``local function now_ms()``: Redis's clock in milliseconds, inside a script.
-NOW_MS = files("crawlfleet.hub").joinpath("now_ms.lua").read_text(encoding="utf-8")
+NOW_MS = read_lua("crawlfleet.hub", "now_ms.lua")
 
 
 def time_ms(reply: Sequence[Any]) -> float:

@@ -27,6 +27,7 @@ import redis
 from crawlfleet.hub.clock import hub_ms
 from crawlfleet.hub.fleetkeys import FLEET_PREFIX, JobKeys
 from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.lua import read_lua
 
 
 def job_keys(client: object) -> JobKeys:
@@ -48,18 +49,7 @@ HISTORY_LIMIT = 100
 # KEYS[1] job. ARGV: n, n allowed states, then field/value pairs to set with the new state
 # (the first pair is 'state', <new>). Returns {1, old} when it changed, {0, old} when not,
 # {0, false} when there is no such job.
-_TRANSITION = """
-local state = redis.call('HGET', KEYS[1], 'state')
-if not state then return {0, false} end
-local n = tonumber(ARGV[1])
-for i = 2, n + 1 do
-  if ARGV[i] == state then
-    redis.call('HSET', KEYS[1], unpack(ARGV, n + 2, #ARGV))
-    return {1, state}
-  end
-end
-return {0, state}
-"""
+_TRANSITION = read_lua("crawlfleet.jobs", "transition.lua")
 
 
 class JobError(LookupError):

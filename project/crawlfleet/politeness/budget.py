@@ -57,13 +57,13 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.resources import files
 from urllib.parse import urlsplit
 
 import redis
 
 from crawlfleet.hub.clock import NOW_MS, hub_ms
 from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.lua import read_lua
 from crawlfleet.politeness import learning
 from crawlfleet.politeness.config import Limits, PolitenessConfig
 
@@ -79,7 +79,7 @@ SLOW_MS = 250.0
 
 
 def _lua(name: str) -> str:
-    return files("crawlfleet.politeness").joinpath("lua", name).read_text(encoding="utf-8")
+    return read_lua("crawlfleet.politeness", name)
 
 
 def _script(body: str) -> str:

@@ -20,67 +20,22 @@ from redis.backoff import ExponentialBackoff
 
 from crawlfleet.hub.connect import get_async_redis
 from crawlfleet.hub.fleetkeys import pool_tag
+from crawlfleet.hub.lua import read_lua
 
 INITIAL_SCORE = 10
 MAX_SCORE = 100
 # Score bands reported by /metrics: (label, min, max), inclusive.
 BANDS = (("100", 100, 100), ("50-99", 50, 99), ("10-49", 10, 49), ("1-9", 1, 9))
 
-_ADD = """
-local size = redis.call('ZCARD', KEYS[1])
-local cap = tonumber(ARGV[2])
-local added, existing, full = 0, 0, 0
-for i = 3, #ARGV do
-  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
-    existing = existing + 1
-  elseif size >= cap then
-    full = full + 1
-  else
-    redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
-    size = size + 1
-    added = added + 1
-  end
-end
-return {added, existing, full}
-"""
+_ADD = read_lua("crawlfleet.proxypool", "add.lua")
 
 # Returns the new score, 0 when the proxy was removed, -1 when it was not in the pool.
-_DECREASE = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score then return -1 end
-local new = tonumber(score) - tonumber(ARGV[2])
-if new <= 0 then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  return 0
-end
-redis.call('ZADD', KEYS[1], 'XX', new, ARGV[1])
-return new
-"""
+_DECREASE = read_lua("crawlfleet.proxypool", "decrease.lua")
 
 # ARGV[1] = how many; ARGV[2..] = uniform randoms in [0, 1) from the caller (scripts stay
 # deterministic). Picks distinct indexes in the best band with Floyd's algorithm; when the band
 # is smaller than the number asked for, the window grows to the best N proxies by score.
-_RANDOM = """
-local top = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if #top == 0 then return {} end
-local want = tonumber(ARGV[1])
-local window = redis.call('ZCOUNT', KEYS[1], top[2], top[2])
-if window < want then
-  window = math.min(want, redis.call('ZCARD', KEYS[1]))
-end
-if want > window then want = window end
-local chosen, out = {}, {}
-local r = 2
-for j = window - want, window - 1 do
-  local t = math.floor(tonumber(ARGV[r]) * (j + 1))
-  r = r + 1
-  if t > j then t = j end
-  if chosen[t] then t = j end
-  chosen[t] = true
-  out[#out + 1] = redis.call('ZREVRANGE', KEYS[1], t, t)[1]
-end
-return out
-"""
+_RANDOM = read_lua("crawlfleet.proxypool", "random.lua")
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,19 @@ def hidden(root: Path) -> list[str]:
     ]
 
 
+def inline_lua(root: Path) -> list[str]:
+    """String constants of more than one line that hold Lua sent to Redis (``redis.call``)."""
+    return [
+        f"{module_name(path, root)}:{node.lineno} holds a Lua script"
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and "redis.call" in node.value
+        and node.value.strip().count("\n") > 0
+    ]
+
+
 # -- the checks, each first catching a planted fault ---------------------------------------------
 
 
@@ -174,6 +187,9 @@ def test_the_checks_catch_planted_faults(tmp_path: Path) -> None:
             "frontier/config.py": "from crawlfleet.politeness.budget import x\n",
             "politeness/budget.py": "from crawlfleet.frontier import config\nx = 1\n",
             "proxypool/store.py": "from crawlfleet.frontier.config import KEYS\n",
+            "proxypool/api.py": (
+                'ONE = "redis.call(\'GET\', KEYS[1])"\nTWO = """\nredis.call(1)\nreturn 0\n"""\n'
+            ),
         },
     )
     assert upward(root, "crawlfleet.hub") == [
@@ -186,6 +202,7 @@ def test_the_checks_catch_planted_faults(tmp_path: Path) -> None:
     assert into(root, ("crawlfleet.proxypool",), "crawlfleet.frontier") == [
         "crawlfleet.proxypool.store:1 imports crawlfleet.frontier.config"
     ]
+    assert inline_lua(root) == ["crawlfleet.proxypool.api:2 holds a Lua script"]
 
 
 def test_a_cycle_through_a_function_level_import_is_still_a_cycle(tmp_path: Path) -> None:
@@ -205,6 +222,10 @@ def test_the_hub_stands_on_nothing_of_crawlfleets() -> None:
 
 def test_no_import_cycle_anywhere_in_the_package() -> None:
     assert cycles(graph(PACKAGE)) == []
+
+
+def test_every_lua_script_lives_in_a_lua_file() -> None:
+    assert inline_lua(PACKAGE) == []
 
 
 def test_no_package_import_hides_inside_a_function() -> None:
