@@ -41,7 +41,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 
 from crawlfleet.extensions.workerstats import HISTORY
-from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import BloomConfigError
 from crawlfleet.frontier.shards import ShardNames, crawl_shards, shard_names
 from crawlfleet.hub.keys import FRONTIER_GLOB, SpiderKeys, spider_of_frontier_key
 from crawlfleet.hub.urls import is_cluster_client, mask_secrets, mask_url, url_secrets

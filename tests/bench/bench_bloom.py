@@ -36,7 +36,8 @@ import redis
 from benchrow import Section
 from support.waiting import wait_until
 
-from crawlfleet.frontier.bloom import BloomFilter, expected_error_rate
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import expected_error_rate
 from crawlfleet.frontier.dupefilter import BloomDupeFilter
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -146,7 +146,8 @@ def bloom_creation(ctx: Any) -> float:
     """Redis CPU seconds to create a crawl's default Bloom filter and add one fingerprint."""
     from scrapy.settings import Settings
 
-    from crawlfleet.frontier.bloom import BloomFilter, layout_from_settings
+    from crawlfleet.frontier.bloom import BloomFilter
+    from crawlfleet.frontier.bloomlayout import layout_from_settings
 
     server = ctx.start_redis()
     client = server.client()

@@ -16,7 +16,8 @@ import sys
 from typing import Any
 
 from crawlfleet.commands.opsargs import check_spider, run_guarded
-from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import BloomConfigError
 from crawlfleet.frontier.shards import crawl_shards
 from crawlfleet.hub.connect import check_connection, get_redis
 from crawlfleet.hub.keys import BLOOMFILTER_KEY

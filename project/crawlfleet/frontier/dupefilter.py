@@ -20,7 +20,8 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import RequestFingerprinterProtocol, referer_str
 
 from crawlfleet.frontier.bloom import LUA_CHECK_AND_ADD as BLOOM_CHECK_AND_ADD
-from crawlfleet.frontier.bloom import BloomFilter, Layout, layout_from_settings
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import Layout, layout_from_settings
 from crawlfleet.frontier.config import FrontierConfigError
 from crawlfleet.hub.connect import redis_from_settings, redis_url
 from crawlfleet.hub.keys import DUPEFILTER_KEY

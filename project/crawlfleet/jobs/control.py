@@ -23,7 +23,8 @@ from typing import Any
 
 import redis
 
-from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import BloomConfigError
 from crawlfleet.frontier.shards import crawl_shards
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.jobs import store

@@ -16,7 +16,7 @@ from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 from support.sites import QuietHandler, serve_http, url_of
 
-from crawlfleet.frontier.bloom import BloomConfigError
+from crawlfleet.frontier.bloomlayout import BloomConfigError
 from crawlfleet.frontier.dupefilter import BloomDupeFilter, RedisDupeFilter
 from crawlfleet.hub.errors import RedisConfigError
 

@@ -11,7 +11,8 @@ import redis
 from support.bloomdata import add_in_batches, count_present, fingerprints
 
 from crawlfleet.frontier import bloom
-from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter, expected_error_rate
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import BloomConfigError, expected_error_rate
 
 
 def test_add_contains_and_repeats(redis_client: redis.Redis) -> None:

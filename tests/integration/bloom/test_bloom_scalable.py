@@ -12,10 +12,10 @@ import pytest
 import redis
 from support.bloomdata import add_in_batches, count_present, fingerprints
 
-from crawlfleet.frontier.bloom import (
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import (
     HEADER_BITS,
     BloomConfigError,
-    BloomFilter,
     BloomLayout,
     ScalableLayout,
 )

@@ -16,7 +16,8 @@ from support.rediscluster import RedisClusterGroup
 from support.waiting import wait_until
 
 from crawlfleet.commands.check import check_redis
-from crawlfleet.frontier.bloom import BloomConfigError, BloomFilter
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import BloomConfigError
 from crawlfleet.hub.connect import check_connection, get_redis
 
 WORKERSTATS = "crawlfleet.extensions.workerstats.WorkerStats"

@@ -29,7 +29,8 @@ from support.waiting import wait_until
 from crawlfleet.accountpool.api import ApiState, create_app
 from crawlfleet.accountpool.crypto import PasswordBox, generate_key
 from crawlfleet.accountpool.store import AccountStore, CredentialRecord, connect
-from crawlfleet.frontier.bloom import BloomFilter, expected_error_rate
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import expected_error_rate
 
 API_KEY = "valkey-test-key-0123456789"
 KEY = {"X-API-Key": API_KEY}

@@ -12,7 +12,7 @@ import pytest
 from redis.crc import key_slot
 from scrapy.settings import Settings
 
-from crawlfleet.frontier.bloom import (
+from crawlfleet.frontier.bloomlayout import (
     HEADER_BITS,
     MAX_BLOCK_BITS,
     BloomConfigError,

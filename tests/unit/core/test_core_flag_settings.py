@@ -17,7 +17,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from crawlfleet.extensions.workerstats import WorkerStats
-from crawlfleet.frontier.bloom import BloomConfigError, ScalableLayout, layout_from_settings
+from crawlfleet.frontier.bloomlayout import BloomConfigError, ScalableLayout, layout_from_settings
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
 from crawlfleet.politeness.config import PolitenessConfig, PolitenessConfigError
 from crawlfleet.settingvalues import flag

@@ -13,7 +13,7 @@ import redis
 from scrapy.settings import Settings
 
 from crawlfleet.frontier import scripts
-from crawlfleet.frontier.bloom import BloomConfigError, layout_from_settings
+from crawlfleet.frontier.bloomlayout import BloomConfigError, layout_from_settings
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
 from crawlfleet.frontier.rabbitmq import coord
 from crawlfleet.hub.fleetkeys import JobKeys, pool_tag

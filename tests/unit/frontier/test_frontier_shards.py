@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from redis.crc import key_slot
 from scrapy.settings import Settings
 
-from crawlfleet.frontier.bloom import BloomConfigError, layout_from_settings
+from crawlfleet.frontier.bloomlayout import BloomConfigError, layout_from_settings
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
 from crawlfleet.frontier.shards import shard_names, shard_of
 from crawlfleet.hub.keys import MAX_SHARDS, QUEUE_KEY, SLOTS, SpiderKeys, shard_name
