@@ -36,11 +36,12 @@ CRAWLER_ENV = "/etc/crawlfleet/crawler.env"
 # stats (pushed by the WorkerStats extension) and the pools' sizes.
 SNAPSHOT_CODE = """
 import json, os
-from crawlfleet import clusterview
 from crawlfleet.hub.connect import get_redis
+from crawlfleet.views.crawl import spider_snapshot
+from crawlfleet.views.pools import PoolConfig, pool_counts
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=10, socket_connect_timeout=5)
-view = clusterview.spider_snapshot(client, SPIDER, with_scrapy=True)
-view["pools"] = clusterview.pool_counts(clusterview.PoolConfig(
+view = spider_snapshot(client, SPIDER, with_scrapy=True)
+view["pools"] = pool_counts(PoolConfig(
     proxypool_url=os.environ.get("PROXYPOOL_URL", ""),
     proxypool_api_key=os.environ.get("PROXYPOOL_API_KEY", ""),
     accountpool_url=os.environ.get("ACCOUNTPOOL_URL", ""),

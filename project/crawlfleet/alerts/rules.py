@@ -1,6 +1,6 @@
 """The alert rules, evaluated in Python: pure functions over the cluster view and a small state.
 
-:func:`evaluate` takes a ``crawlfleet.clusterview.snapshot`` (with its ``hub`` entry), the
+:func:`evaluate` takes a ``crawlfleet.views.cluster.cluster_snapshot`` (with its ``hub`` entry), the
 :class:`AlertState` of the previous evaluations (what it needs to know "since when") and the time
 (Redis's clock by default; the tests inject theirs), updates the state and returns the active
 alerts. ``prometheus-rules.yml`` holds the same rules over ``/metrics``, with the same thresholds

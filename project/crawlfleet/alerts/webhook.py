@@ -27,11 +27,13 @@ import httpx
 import redis
 from starlette.concurrency import run_in_threadpool
 
-from crawlfleet import clusterview
 from crawlfleet.alerts.rules import Alert, AlertState
 from crawlfleet.alerts.store import current_alerts, load_notified, save_notified, webhook_id
 from crawlfleet.hub.urls import mask_url
 from crawlfleet.service.runtime import every
+from crawlfleet.views.bloom import DupefilterCache
+from crawlfleet.views.cluster import cluster_snapshot
+from crawlfleet.views.hub import hub_snapshot
 
 log = logging.getLogger("crawlfleet.dashboard")
 
@@ -189,7 +191,7 @@ class Monitor:
         self.client, self.redis_url, self.spiders = client, redis_url, spiders
         self.interval = interval
         self.notifier = Notifier(webhook, client=client) if webhook else None
-        self.dupes = clusterview.DupefilterCache()
+        self.dupes = DupefilterCache()
         self.state = AlertState()  # where Redis refuses the shared one
         self.alerts: list[Alert] = []
         self.error: str | None = None
@@ -198,14 +200,12 @@ class Monitor:
         """One evaluation (runs in a worker thread)."""
         names = self.spiders()
         if names:
-            view = clusterview.snapshot(
-                self.client, self.redis_url, names, dupefilter_cache=self.dupes
-            )
+            view = cluster_snapshot(self.client, self.redis_url, names, dupefilter_cache=self.dupes)
         else:  # no crawl yet: the hub's numbers only (memory, jobs)
             view = {
                 "time": time.time(),
                 "spiders": [],
-                "hub": clusterview.hub_snapshot(self.client, []),
+                "hub": hub_snapshot(self.client, []),
             }
         return current_alerts(self.client, view, local=self.state)
 

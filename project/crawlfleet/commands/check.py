@@ -41,7 +41,6 @@ from redis.retry import Retry
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 
-from crawlfleet.clusterview import PoolConfig
 from crawlfleet.commands.opsargs import (
     UsageError,
     add_pool_args,
@@ -65,6 +64,7 @@ from crawlfleet.hub.urls import (
     url_secrets,
 )
 from crawlfleet.middlewares.poolclient import ca_context
+from crawlfleet.views.pools import PoolConfig
 
 DEFAULT_TIMEOUT = 5.0
 # The probe key expires by itself should the DEL never run (the process killed in between).
@@ -263,7 +263,7 @@ def eviction_problem(memory: Any) -> str | None:
 
 
 def pool_specs(config: PoolConfig) -> list[PoolSpec]:
-    """The pools that have a URL, addressed as :func:`crawlfleet.clusterview.pool_counts` does."""
+    """The pools that have a URL, addressed as :func:`crawlfleet.views.pools.pool_counts` does."""
     specs: list[PoolSpec] = []
     if config.proxypool_url:
         specs.append(

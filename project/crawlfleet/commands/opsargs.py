@@ -15,8 +15,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from crawlfleet.clusterview import PoolConfig
 from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.views.pools import PoolConfig
 
 # Operator commands are short-lived: fail fast on an unreachable hub instead of hanging (redis-py
 # would otherwise retry a dead connection several times with back-off).

@@ -15,9 +15,9 @@ import socket
 import time
 from typing import Any
 
-from crawlfleet import clusterview
 from crawlfleet.commands.opsargs import add_redis_arg, check_spider, connect, run_guarded
 from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.views.crawl import require_spider
 
 
 def add_parser(subparsers: Any) -> None:
@@ -43,7 +43,7 @@ def _alive(client: Any, spider: str) -> int:
 def _run(args: argparse.Namespace) -> int:
     check_spider(args.spider)
     client = connect(args.redis_url)
-    clusterview.require_spider(client, args.spider, args.redis_url)
+    require_spider(client, args.spider, args.redis_url)
     key = SpiderKeys.for_client(args.spider, client).paused
     alive = _alive(client, args.spider)
     if args.command == "pause":

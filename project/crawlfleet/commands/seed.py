@@ -26,7 +26,6 @@ from typing import Any
 import redis
 from scrapy.settings import Settings
 
-from crawlfleet import clusterview
 from crawlfleet.commands.opsargs import (
     UsageError,
     add_redis_arg,
@@ -41,6 +40,7 @@ from crawlfleet.frontier.startfeed import start_entry
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.hub.urls import mask_url
 from crawlfleet.jobs import control, store
+from crawlfleet.views.crawl import require_spider
 
 CHUNK = 1000
 # What a worker with the default SCHEDULER_URL_SCHEMES accepts (start entries name no class).
@@ -151,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("no URLs given: pass URLs, --file FILE or --file - (stdin)")
     client = connect(args.redis_url)
     if not args.new:
-        clusterview.require_spider(client, args.spider, args.redis_url)
+        require_spider(client, args.spider, args.redis_url)
     print(f"{add_entries(client, args.spider, entries, store.who())} at {mask_url(args.redis_url)}")
     return 0
 

@@ -3,7 +3,7 @@
 Per spider: queued, leased (per worker), acknowledged, failed, dead letters, items, pages per
 minute per worker over the last minute, Bloom filter fill and estimated false-positive rate,
 pool sizes, live workers with their heartbeat age, the politeness keys with the limit that
-binds the crawl now (site, workers, hub or none: ``clusterview.bound_by``), the hub's memory (a
+binds the crawl now (site, workers, hub or none: ``views.politeness.bound_by``), the hub's memory (a
 full hub, refusing writes at ``maxmemory``, in red) and the active alerts
 (``crawlfleet.alerts``, docs/alerts.md). ``--watch`` redraws
 in place (rich) with a progress bar toward the spider's known total; ``--json`` prints the
@@ -24,7 +24,6 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from crawlfleet import clusterview
 from crawlfleet.alerts.store import current_alerts
 from crawlfleet.commands.check import validate_pool_url
 from crawlfleet.commands.opsargs import (
@@ -38,8 +37,12 @@ from crawlfleet.commands.opsargs import (
 )
 from crawlfleet.hub.errors import RedisUrlError
 from crawlfleet.hub.urls import validate_url
+from crawlfleet.views.bloom import DupefilterCache
+from crawlfleet.views.cluster import cluster_snapshot
+from crawlfleet.views.crawl import require_spider
+from crawlfleet.views.hub import HubProbe
 
-# Politeness keys listed per crawl (``--json`` has clusterview.POLITENESS_KEYS of them).
+# Politeness keys listed per crawl (``--json`` has POLITENESS_KEYS of them).
 STATUS_KEYS = 10
 _BOUND_STYLE = {"none": "dim", "workers": "cyan", "site": "yellow", "hub": "red"}
 _STATE_STYLE = {"full": "yellow", "cooling": "red", "banned": "red", "idle": "dim"}
@@ -299,15 +302,15 @@ def _run(args: argparse.Namespace) -> int:
     client = connect(args.redis_url)
     spiders = [args.spider] if args.spider else None
     if args.spider:
-        clusterview.require_spider(client, args.spider, args.redis_url)
+        require_spider(client, args.spider, args.redis_url)
     pools = pool_config(args)
     # --watch redraws often; the Bloom filter's figures are refreshed every 30 s.
-    dupes = clusterview.DupefilterCache()
+    dupes = DupefilterCache()
     # --watch: Redis's CPU share since the previous snapshot (null in a single one).
-    probe = clusterview.HubProbe()
+    probe = HubProbe()
 
     def take() -> dict[str, Any]:
-        view = clusterview.snapshot(
+        view = cluster_snapshot(
             client, args.redis_url, spiders, pools, dupefilter_cache=dupes, hub_probe=probe
         )
         found = current_alerts(client, view, save=spiders is None)

@@ -21,7 +21,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from crawlfleet.clusterview import PoolConfig
 from crawlfleet.hub.urls import mask_url
 from crawlfleet.service import options
 from crawlfleet.service.options import (
@@ -36,6 +35,7 @@ from crawlfleet.service.options import (
     text,
 )
 from crawlfleet.service.secrets import MIN_API_KEY_LENGTH, ApiKeyNames, api_key
+from crawlfleet.views.pools import PoolConfig
 
 __all__ = ["OPTIONS", "ConfigError", "Settings", "build_parser", "resolve"]
 DEFAULT_PORT = 8060

@@ -1,6 +1,6 @@
 """What the dashboard's pages share: the cached state, the API key check and the page headers.
 
-:class:`Dashboard` holds one snapshot of the cluster (``crawlfleet.clusterview``) shared by the
+:class:`Dashboard` holds one snapshot of the cluster (``crawlfleet.views``) shared by the
 requests arriving within half a refresh period; ``refused`` answers a request without the API
 key; ``html_headers`` are a page's security headers. ``app`` builds the status pages and
 ``jobs`` the jobs pages on top of this module; neither imports the other.
@@ -25,11 +25,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from crawlfleet import clusterview
 from crawlfleet.dashboard.config import Settings
 from crawlfleet.dashboard.sampler import QueueSampler
 from crawlfleet.hub.urls import mask_url
 from crawlfleet.service.runtime import every
+from crawlfleet.views.bloom import DupefilterCache
+from crawlfleet.views.cluster import SCHEMA_VERSION
+from crawlfleet.views.crawl import discover_spiders, spider_snapshot
+from crawlfleet.views.hub import HubProbe, hub_health, hub_snapshot
+from crawlfleet.views.pools import pool_counts
 
 log = logging.getLogger("crawlfleet.dashboard")
 
@@ -73,8 +77,8 @@ class Dashboard:
         self._spiders_at = -DISCOVER_EVERY
         self._pools: dict[str, Any] = {}
         self._pools_at = -POOLS_EVERY
-        self.dupes = clusterview.DupefilterCache()
-        self.hub_probe = clusterview.HubProbe()
+        self.dupes = DupefilterCache()
+        self.hub_probe = HubProbe()
         self._view: dict[str, Any] | None = None
         self._view_at = 0.0
         self._lock = asyncio.Lock()
@@ -86,13 +90,13 @@ class Dashboard:
             return list(self.settings.spiders)
         # Until a crawl appears, look on every call: its first samples matter most.
         if not self._spiders or time.monotonic() - self._spiders_at >= DISCOVER_EVERY:
-            self._spiders = clusterview.discover_spiders(self.client)
+            self._spiders = discover_spiders(self.client)
             self._spiders_at = time.monotonic()
         return self._spiders
 
     def pools(self) -> dict[str, Any]:
         if time.monotonic() - self._pools_at >= POOLS_EVERY:
-            self._pools = clusterview.pool_counts(self.settings.pools)
+            self._pools = pool_counts(self.settings.pools)
             self._pools_at = time.monotonic()
         return self._pools
 
@@ -100,14 +104,14 @@ class Dashboard:
         """A fresh view (runs in a worker thread)."""
         # Even with no spider to read (cached discovery), an unreachable Redis must show: the
         # hub's PING comes first.
-        hub = clusterview.hub_health(self.client, self.hub_probe)
+        hub = hub_health(self.client, self.hub_probe)
         names = self.spiders()
         view: dict[str, Any] = {
-            "schema": clusterview.SCHEMA_VERSION,
+            "schema": SCHEMA_VERSION,
             "time": round(time.time(), 3),
             "redis": self.where,
             "spiders": [
-                clusterview.spider_snapshot(
+                spider_snapshot(
                     self.client,
                     name,
                     with_series=with_series,
@@ -121,7 +125,7 @@ class Dashboard:
             "refresh": self.settings.refresh,
         }
         # the round trip and CPU share (politeness verdict) and the hub's own numbers (alerts)
-        view["hub"] = {**hub, **clusterview.hub_snapshot(self.client, view["spiders"])}
+        view["hub"] = {**hub, **hub_snapshot(self.client, view["spiders"])}
         return view
 
     async def page_view(self) -> dict[str, Any]:
@@ -134,7 +138,7 @@ class Dashboard:
 
     def sample_once(self) -> None:
         for name in self.spiders():
-            view = clusterview.spider_snapshot(self.client, name, dupefilter_cache=self.dupes)
+            view = spider_snapshot(self.client, name, dupefilter_cache=self.dupes)
             self.sampler.sample(view)
         self.last_sample = time.time()
 

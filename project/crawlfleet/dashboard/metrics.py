@@ -1,6 +1,6 @@
 """Prometheus text for the dashboard's ``/metrics``: the cluster view rendered as metric families.
 
-Everything comes from one :func:`crawlfleet.clusterview.snapshot` taken at scrape time (with
+Everything comes from one ``views.cluster.cluster_snapshot`` taken at scrape time (with
 the workers' Scrapy stats), so Prometheus scrapes the hub alone: workers open no port. Politeness
 keys get series only for the METRIC_KEYS most recently used keys of each crawl, so the label
 cardinality stays bounded however many hosts and proxies a crawl meets.
@@ -15,8 +15,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from crawlfleet.alerts.rules import agent_lost, worker_lost
-from crawlfleet.clusterview import SITE_BOUND
 from crawlfleet.politeness.learning import PHASES
+from crawlfleet.views.politeness import SITE_BOUND
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

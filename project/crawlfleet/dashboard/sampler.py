@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from crawlfleet import clusterview
+from crawlfleet.extensions.workerstats import HISTORY
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.hub.lua import read_lua
 
@@ -27,7 +27,7 @@ class QueueSampler:
     def __init__(self, client: redis.Redis, interval: float) -> None:
         self.client = client
         self.interval = interval
-        self.cap = math.ceil(clusterview.HISTORY / interval) + 1
+        self.cap = math.ceil(HISTORY / interval) + 1
         self.script = client.register_script(_APPEND)
 
     def sample(self, view: dict[str, Any]) -> bool:

@@ -42,7 +42,7 @@ from crawlfleet.settingvalues import flag
 logger = logging.getLogger(__name__)
 
 # Seconds of samples each worker keeps in its history (WORKERSTATS_HISTORY's default): the window
-# the readers (crawlfleet.clusterview, the dashboard's series) show.
+# the readers (crawlfleet.views.crawl, the dashboard's series) show.
 HISTORY = 3600.0
 _ERROR_LOG_INTERVAL = 30.0
 

@@ -16,12 +16,12 @@ from support.crawl import Site
 from support.secureredis import SecureRedis, start_acl_redis
 from support.waiting import wait_until
 
-from crawlfleet import clusterview
 from crawlfleet.alerts.rules import AlertState
 from crawlfleet.alerts.store import load_state, save_state
 from crawlfleet.hub.fleetkeys import JobKeys
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.jobs import control, schedules, store
+from crawlfleet.views.hub import hub_snapshot
 
 KEYS = JobKeys()
 # NOPERM outside a script; inside one, Redis says the script's user "can't access" a key;
@@ -78,7 +78,7 @@ def test_a_job_runs_with_an_agent_as_crawler_and_the_cli_as_operator(
 
     # the dashboard user's alerts see the hub's memory and the job that has not ended
     dashboard = client(hub, "dashboard")
-    seen = clusterview.hub_snapshot(dashboard, [])
+    seen = hub_snapshot(dashboard, [])
     assert seen["used_memory"] and seen["used_memory"] > 0
     assert isinstance(seen["maxmemory"], int)
     assert [(j["id"], j["state"]) for j in seen["jobs"]] == [("1", "paused")]
@@ -102,7 +102,7 @@ def test_a_job_runs_with_an_agent_as_crawler_and_the_cli_as_operator(
     assert (record["stats"]["pages"], record["stats"]["items"]) == (30, 30)
     assert record["hosts"]["a"]["state"] == "exited"
     assert operator.sismember(KEYS.jobs_active, "1") == 0
-    assert clusterview.hub_snapshot(dashboard, [])["jobs"] == []
+    assert hub_snapshot(dashboard, [])["jobs"] == []
 
 
 def test_the_crawler_user_cannot_create_jobs_schedules_or_alerts(hub: SecureRedis) -> None:

@@ -23,9 +23,9 @@ from support.sites import QuietHandler, serve_http, url_of
 from support.waiting import wait_until
 
 from crawlfleet import cli
-from crawlfleet.clusterview import spider_snapshot
 from crawlfleet.frontier.shards import shard_of
 from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.views.crawl import spider_snapshot
 
 HOSTS = [f"127.0.0.{i}" for i in range(2, 10)]  # eight hosts on Linux's loopback
 SHARDS = SpiderKeys("site", tagged=True).of_shards(3)

@@ -17,10 +17,10 @@ from support.schedulers import MakeScheduler, SiteSpider
 from twisted.python.failure import Failure
 
 from crawlfleet import cli
-from crawlfleet.clusterview import spider_snapshot
 from crawlfleet.frontier.config import FrontierConfigError
 from crawlfleet.frontier.queues import KeyedPriorityQueue, PriorityQueue
 from crawlfleet.frontier.scheduler import Scheduler
+from crawlfleet.views.crawl import spider_snapshot
 
 POLITE = {"DOWNLOADER_MIDDLEWARES": {"crawlfleet.politeness.middleware.PolitenessMiddleware": 750}}
 

@@ -16,11 +16,11 @@ from support.schedulers import MakeScheduler
 from twisted.python.failure import Failure
 
 from crawlfleet import cli
-from crawlfleet.clusterview import spider_snapshot
 from crawlfleet.frontier.config import FrontierConfigError
 from crawlfleet.frontier.scheduler import Scheduler
 from crawlfleet.frontier.shards import shard_of
 from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.views.crawl import spider_snapshot
 
 # a queue per site, as with politeness on, without its pacing (pops here are not paced)
 KEYED = "crawlfleet.frontier.queues.KeyedPriorityQueue"

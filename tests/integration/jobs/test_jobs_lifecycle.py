@@ -13,9 +13,9 @@ from jobs_helpers import FAST, AgentProcess, cli, job, pids_alive, wait_state
 from support.crawl import Site, wait_heartbeats
 from support.waiting import wait_until
 
-from crawlfleet import clusterview
 from crawlfleet.hub.fleetkeys import JobKeys
 from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.views.crawl import spider_snapshot
 
 
 def test_a_job_runs_pauses_resumes_and_keeps_its_record_after_the_purge(
@@ -111,7 +111,7 @@ def test_stop_drains_and_two_operators_stopping_is_a_no_op_for_the_second(
     assert pids_alive(record) == []
     keys = SpiderKeys("pages")
     # Drained: nothing leased, what was not crawled is back in the queue, the pause released.
-    view = clusterview.spider_snapshot(redis_client, "pages")
+    view = spider_snapshot(redis_client, "pages")
     assert view["queued"] > 0 and view["leased"] == 0
     assert not redis_client.exists(keys.paused)
     assert 0 < record["stats"]["pages"] <= len(site.crawled()) < site.pages

@@ -21,12 +21,12 @@ from support.secureredis import start_acl_redis
 from support.services import stop_process
 from support.waiting import wait_until
 
-from crawlfleet import clusterview
 from crawlfleet.alerts import rules
 from crawlfleet.alerts.store import current_alerts, load_state
 from crawlfleet.hub.fleetkeys import JobKeys
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.jobs import store
+from crawlfleet.views.cluster import cluster_snapshot
 
 SPIDER = "site"
 K = SpiderKeys(SPIDER)
@@ -47,7 +47,7 @@ def _worker(client: redis.Redis, wid: str, host: str, pid: int, pages: int, bans
 
 
 def _alerts(client: redis.Redis, url: str, now: float) -> dict[str, rules.Alert]:
-    view = clusterview.snapshot(client, url)
+    view = cluster_snapshot(client, url)
     return {a.name: a for a in current_alerts(client, view, now=now)}
 
 
@@ -204,7 +204,7 @@ def test_the_acl_dashboard_user_keeps_its_own_state(tmp_path: Path) -> None:
         local = rules.AlertState()
 
         def alerts(now: float) -> dict[str, rules.Alert]:
-            view = clusterview.snapshot(dashboard, server.url("dashboard"))
+            view = cluster_snapshot(dashboard, server.url("dashboard"))
             assert view["hub"]["used_memory"] > 0 and view["hub"]["jobs"] == []
             return {a.name: a for a in current_alerts(dashboard, view, now=now, local=local)}
 
@@ -252,7 +252,7 @@ def test_a_killed_job_agent_is_down_until_it_is_back_and_one_stopped_cleanly_is_
     assert "alerts: 1 active" in human.out
     assert f"CrawlfleetAgentDown: job agent gone on {host} is down since {stamp}" in human.out
     # The same rule under an injected clock: the deadline says since when, whatever the time.
-    later = clusterview.snapshot(redis_client, redis_url)
+    later = cluster_snapshot(redis_client, redis_url)
     (again,) = current_alerts(redis_client, later, now=deadline + 3600)
     assert again.key == down["key"] and again.since == deadline
 

@@ -19,8 +19,8 @@ from scrapy import Spider
 from scrapy.utils.test import get_crawler
 from support.waiting import wait_until
 
-from crawlfleet import clusterview
 from crawlfleet.pipelines import RedisItemsPipeline
+from crawlfleet.views.hub import oom_refusals
 
 SPIDER = "site"
 # The frontier's lines (WorkerStats logs its own pair)
@@ -52,7 +52,7 @@ def test_a_full_hub_pauses_the_crawl_and_it_resumes_losing_nothing(
     full_at = time.monotonic()
 
     def refused() -> int:
-        return clusterview.oom_refusals(client.info("errorstats"))
+        return oom_refusals(client.info("errorstats"))
 
     wait_until(lambda: refused() > 0, "Redis to refuse a worker's write with OOM", timeout=60)
     wait_until(
@@ -97,7 +97,7 @@ def test_a_full_hub_pauses_the_crawl_and_it_resumes_losing_nothing(
         refusals += int(w.summary()["stats"].get("scheduler/hub_full_refused", 0))
         assert "Traceback" not in log
         print(f"worker resumed after {resumed[0][0]} s full, {resumed[0][1]} writes refused")
-    total = clusterview.oom_refusals(client.info("errorstats"))
+    total = oom_refusals(client.info("errorstats"))
     print(
         f"full hub: {total} OOM refusals by Redis ({refusals} frontier round trips refused), "
         f"{paused_for:.1f} s from maxmemory set to lifted, {held} pages crawled while full "

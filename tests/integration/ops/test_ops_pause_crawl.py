@@ -7,7 +7,7 @@ from ops_helpers import cli, crawl_settings
 from support.crawl import wait_heartbeats
 from support.waiting import wait_until
 
-from crawlfleet import clusterview
+from crawlfleet.views.crawl import spider_snapshot
 
 SPIDER = "site"
 
@@ -36,7 +36,7 @@ def test_pause_holds_the_crawl_and_resume_finishes_it(site, redis_url: str, star
     # Seven heartbeats of 0.5 s: longer than the 3 s lease timeout.
     wait_heartbeats(client, 7, workers=2)
     assert sum(len(w.parsed()) for w in workers) == parsed, "workers kept crawling while paused"
-    view = clusterview.spider_snapshot(client, SPIDER)
+    view = spider_snapshot(client, SPIDER)
     assert view["paused"] is True
     assert view["workers_alive"] == 2
     assert view["queued"] > 0

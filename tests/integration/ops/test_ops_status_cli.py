@@ -15,7 +15,7 @@ from ops_helpers import (
 from support.net import free_port
 from support.waiting import wait_until
 
-from crawlfleet import clusterview
+from crawlfleet.views.crawl import spider_snapshot
 
 import redis_server
 
@@ -46,7 +46,7 @@ def test_status_follows_a_two_worker_crawl(site, redis_url: str, start_worker) -
     )
 
     def rates_known() -> bool:
-        view = clusterview.spider_snapshot(client, SPIDER)
+        view = spider_snapshot(client, SPIDER)
         return sum(1 for w in view["workers"] if (w["pages_per_minute"] or 0) > 0) == 2
 
     wait_until(rates_known, timeout=30, what="a pages/min rate for both workers")

@@ -1,5 +1,5 @@
 """The project and release a worker runs, from its environment to `crawlfleet status`: the worker
-stats extension stamps the frontier's worker record, clusterview reads it (one read model for the
+stats extension stamps the frontier's worker record, the crawl view reads it (one read model for the
 CLI and the dashboard)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import redis
 from scrapy.utils.test import get_crawler
 
-from crawlfleet import clusterview
 from crawlfleet.extensions.workerstats import WorkerStats
+from crawlfleet.views.crawl import spider_snapshot
 
 WORKER = "b:101:0f3a"
 
@@ -37,7 +37,7 @@ def test_a_worker_publishes_its_project_and_release(
     ext = stats_of(redis_url)
     register(redis_client)
     assert ext.write()
-    [row] = clusterview.spider_snapshot(redis_client, "pages")["workers"]
+    [row] = spider_snapshot(redis_client, "pages")["workers"]
     assert (row["host"], row["alive"]) == ("b", True)
     assert (row["project"], row["version"]) == ("linkcrawler", "3f1c2a9e0b7d4c11")
 
@@ -49,7 +49,7 @@ def test_a_worker_run_by_hand_has_no_release(
     monkeypatch.delenv("CRAWLFLEET_PROJECT_VERSION", raising=False)
     register(redis_client)
     assert stats_of(redis_url).write()
-    [row] = clusterview.spider_snapshot(redis_client, "pages")["workers"]
+    [row] = spider_snapshot(redis_client, "pages")["workers"]
     assert (row["project"], row["version"]) == (None, None)
 
 

@@ -23,8 +23,8 @@ from support.services import log_tail, start_process, stop_process
 from support.waiting import wait_until
 
 from crawlfleet import tlsca
-from crawlfleet.clusterview import PoolConfig, pool_counts
 from crawlfleet.middlewares.poolclient import PoolClient, PoolUnavailable, ca_context
+from crawlfleet.views.pools import PoolConfig, pool_counts
 
 API_KEY = "proxypool-api-key-0123456789"
 

@@ -246,6 +246,6 @@ def test_nothing_imports_an_operator_view_from_the_worker_side() -> None:
         "crawlfleet.addon",
         "crawlfleet.spiderstart",
     )
-    assert into(PACKAGE, worker_side, "crawlfleet.clusterview") == []
+    assert into(PACKAGE, worker_side, "crawlfleet.views") == []
     assert into(PACKAGE, worker_side, "crawlfleet.commands") == []
     assert into(PACKAGE, worker_side, "crawlfleet.dashboard") == []

@@ -15,7 +15,6 @@ import pytest
 import redis
 
 from crawlfleet.cli import main
-from crawlfleet.clusterview import PoolConfig
 from crawlfleet.commands.check import (
     CheckResult,
     eviction_problem,
@@ -25,6 +24,7 @@ from crawlfleet.commands.check import (
     redis_cause,
     report_json,
 )
+from crawlfleet.views.pools import PoolConfig
 
 PASSWORD = "s3cret-pw-91"
 KEY = "k3y-secret-27"

@@ -6,14 +6,9 @@ import socket
 
 import pytest
 
-from crawlfleet.clusterview import (
-    PoolConfig,
-    parse_samples,
-    pool_counts,
-    rate_per_minute,
-    throughput_series,
-)
 from crawlfleet.hub.keys import SpiderKeys, escape_glob
+from crawlfleet.views.pools import PoolConfig, pool_counts
+from crawlfleet.views.series import parse_samples, rate_per_minute, throughput_series
 
 
 def samples(*points: tuple[float, float]) -> list[tuple[float, list[float]]]:

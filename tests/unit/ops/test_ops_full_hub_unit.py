@@ -11,10 +11,10 @@ import redis
 from ops_sample_view import view
 from rich.console import Console
 
-from crawlfleet.clusterview import hub_full, oom_refusals
 from crawlfleet.commands.status import render
 from crawlfleet.dashboard import metrics
 from crawlfleet.hub.fullhub import FullHub, is_full
+from crawlfleet.views.hub import hub_full, oom_refusals
 
 MIB = 2**20
 

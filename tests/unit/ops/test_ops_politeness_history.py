@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlfleet.clusterview import HISTORY_SECONDS, rate_history
+from crawlfleet.views.politeness import HISTORY_SECONDS, rate_history
 
 PREFIX = "book:politeness:key:"
 NOW = 10_000_000.0

@@ -12,11 +12,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.waiting import wait_until
 
-from crawlfleet import clusterview
-from crawlfleet.clusterview import HubProbe, bound_by, hub_health, politeness_snapshot
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.politeness.budget import Budget, Outcome
 from crawlfleet.politeness.config import Limits, PolitenessConfig
+from crawlfleet.views.hub import HubProbe, hub_health
+from crawlfleet.views.politeness import (
+    HUB_SLOW_MS,
+    MAX_WARNINGS,
+    POLITENESS_KEYS,
+    bound_by,
+    politeness_snapshot,
+)
 
 NS = "book"
 CALM = {"rtt_ms": 0.3, "cpu": None}
@@ -167,13 +173,13 @@ def test_only_the_most_recently_used_keys_are_read(redis_client: redis.Redis) ->
     redis_client.flushdb()
     clock = Clock()
     b = budget(redis_client, clock)
-    for i in range(clusterview.POLITENESS_KEYS + 10):
+    for i in range(POLITENESS_KEYS + 10):
         b.acquire(f"h{i}.test")
         clock.now += 0.01
     section = view(redis_client, clock)
-    assert section["keys_total"] == clusterview.POLITENESS_KEYS + 10
-    assert len(section["keys"]) == clusterview.POLITENESS_KEYS
-    assert section["keys"][0]["key"] == f"h{clusterview.POLITENESS_KEYS + 9}.test"
+    assert section["keys_total"] == POLITENESS_KEYS + 10
+    assert len(section["keys"]) == POLITENESS_KEYS
+    assert section["keys"][0]["key"] == f"h{POLITENESS_KEYS + 9}.test"
 
 
 def test_garbage_state_is_skipped_with_one_line_each(redis_client: redis.Redis) -> None:
@@ -199,7 +205,7 @@ def test_garbage_state_is_skipped_with_one_line_each(redis_client: redis.Redis) 
         redis_client.hset(k.politeness(f"z{i}"), "oks", "many")
         redis_client.zadd(k.politeness_index, {k.politeness(f"z{i}"): 1})
     warnings = view(redis_client, clock)["warnings"]
-    assert len(warnings) == clusterview.MAX_WARNINGS + 1
+    assert len(warnings) == MAX_WARNINGS + 1
     assert warnings[-1] == "8 more politeness keys skipped"
     redis_client.delete(k.politeness("z0"))
     redis_client.set(k.politeness("z0"), "a string")
@@ -247,7 +253,7 @@ def test_a_slow_hub_binds_before_anything_else(redis_client: redis.Redis) -> Non
         worker.start()
         measured.append(hub_health(redis_client))
         worker.join()
-        return measured[-1]["rtt_ms"] >= clusterview.HUB_SLOW_MS
+        return measured[-1]["rtt_ms"] >= HUB_SLOW_MS
 
     wait_until(slow_hub, timeout=10, what="a PING that waits behind a busy script")
     section = view(redis_client, clock, hub=measured[-1])
