@@ -27,24 +27,23 @@ ACTIONS = ("start", "list", "show", "stop", "pause", "resume", "logs")
 
 
 def pair(flag: str) -> Any:
-    """argparse ``type=`` of ``-a k=v`` / ``-s K=V``."""
+    """argparse ``type=`` of ``-a k=v`` / ``-s K=V`` (the rule: ``control.name_value``)."""
 
     def parse(text: str) -> tuple[str, str]:
-        name, sep, value = text.partition("=")
-        if not sep or not name.strip():
-            raise argparse.ArgumentTypeError(f"{flag} takes NAME=VALUE, got {text[:60]!r}")
-        return name.strip(), value
+        try:
+            return control.name_value(flag, text)
+        except store.JobError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse
 
 
 def workers_count(text: str) -> int | None:
-    """``--workers``: a number >= 1 or ``all`` (None)."""
-    if text.strip().lower() == "all":
-        return None
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a number >= 1 or all, got {text[:40]!r}")
-    return int(text)
+    """argparse ``type=`` of ``--workers`` (the rule: ``control.workers_count``)."""
+    try:
+        return control.workers_count(text)
+    except store.JobError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def job_spec(

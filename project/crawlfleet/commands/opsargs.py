@@ -16,6 +16,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from crawlfleet.hub.connect import check_connection, get_redis
+from crawlfleet.hub.errors import BadSpiderName
+from crawlfleet.hub.keys import check_spider_name
 from crawlfleet.views.pools import PoolConfig
 
 # Operator commands are short-lived: fail fast on an unreachable hub instead of hanging (redis-py
@@ -27,25 +29,13 @@ class UsageError(ValueError):
     """Bad input from the operator (exit status 2); nothing has been changed."""
 
 
-# Glob characters would make SCAN MATCH <spider>:* reach other crawls' keys.
-_GLOB = set("*?[]\\")
-MAX_SPIDER_NAME = 200
-
-
 def check_spider(text: str) -> str:
-    """``text`` if it names exactly one crawl's keys; :class:`UsageError` (one line) otherwise."""
-    if not text:
-        raise UsageError("not a spider name: '' (a spider name must not be empty)")
-    if len(text) > MAX_SPIDER_NAME:
-        raise UsageError(
-            f"not a spider name: {text[:40]!r}… (at most {MAX_SPIDER_NAME} characters)"
-        )
-    if any(c in _GLOB or not c.isprintable() or c.isspace() for c in text):
-        raise UsageError(
-            f"not a spider name: {text[:80]!r} (no glob characters * ? [ ] \\, spaces or "
-            f"control characters)"
-        )
-    return text
+    """``text`` if it names exactly one crawl's keys; :class:`UsageError` (one line) otherwise
+    (the rule is the hub's: :func:`crawlfleet.hub.keys.check_spider_name`)."""
+    try:
+        return check_spider_name(text)
+    except BadSpiderName as exc:
+        raise UsageError(str(exc)) from None
 
 
 def non_negative_int(text: str) -> int:

@@ -2,28 +2,25 @@
 
 Entries go to the spider's start-URL key (``<spider>:start_urls`` unless the workers recorded
 another in ``<spider>:frontier``), which running workers consume while crawling
-(``add_entries``, which the dashboard calls too; an active job of the spider records it in its
-history). An entry is a plain ``http(s)://`` URL or a JSON object ``{"url": …, "meta",
-"method", "body", "headers", "priority", "dont_filter", "callback"}`` (docs/design.md, Start and
-finish). Every entry is checked
-before anything is written, by the check a worker applies (``frontier.startfeed.start_entry``)
-with the URL schemes the workers accept: ``--schemes``, default ``$SCHEDULER_URL_SCHEMES``, else
-http and https, as a worker reads its ``SCHEDULER_URL_SCHEMES`` setting. One malformed line stops
-the command (status 2) with its line number and a shortened, escaped quote of it, and nothing is
-added.
+(``crawlfleet.jobs.seeding``, which the dashboard's seed form uses too; an active job of the
+spider records it in its history). An entry is a plain ``http(s)://`` URL or a JSON object
+``{"url": …, "meta", "method", "body", "headers", "priority", "dont_filter", "callback"}``
+(docs/design.md, Start and finish). Every entry is checked before anything is written, by the
+check a worker applies (``frontier.startfeed.start_entry``) with the URL schemes the workers
+accept: ``--schemes``, default ``$SCHEDULER_URL_SCHEMES``, else http and https, as a worker reads
+its ``SCHEDULER_URL_SCHEMES`` setting. One malformed line stops the command (status 2) with its
+line number and a shortened, escaped quote of it, and nothing is added.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import redis
 from scrapy.settings import Settings
 
 from crawlfleet.commands.opsargs import (
@@ -36,15 +33,9 @@ from crawlfleet.commands.opsargs import (
 )
 from crawlfleet.frontier.config import DEFAULT_URL_SCHEMES, FrontierConfigError, url_schemes_setting
 from crawlfleet.frontier.serialization import EntryPolicy, quote
-from crawlfleet.frontier.startfeed import start_entry
-from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.hub.urls import mask_url
-from crawlfleet.jobs import control, store
+from crawlfleet.jobs import seeding, store
 from crawlfleet.views.crawl import require_spider
-
-CHUNK = 1000
-# What a worker with the default SCHEDULER_URL_SCHEMES accepts (start entries name no class).
-POLICY = EntryPolicy()
 
 
 def add_parser(subparsers: Any) -> None:
@@ -84,14 +75,6 @@ def policy_for(schemes: str) -> EntryPolicy:
     return EntryPolicy(url_schemes=allowed)
 
 
-def check_entry(text: str, policy: EntryPolicy = POLICY) -> str:
-    """The entry to store for one line (a URL or a JSON object); raises ValueError with why not."""
-    data = start_entry(text, policy)
-    if not text.startswith("{"):
-        return text
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-
-
 def _lines(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     """(where, text) for every entry: arguments first, then each file in order."""
     for i, url in enumerate(args.urls, 1):
@@ -111,40 +94,13 @@ def _lines(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
                 yield f"{label} line {number}", text
 
 
-def _decode(raw: Any) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in raw.items()}
-
-
-def add_entries(client: redis.Redis, spider: str, entries: list[str], by: str) -> str:
-    """Add checked ``entries`` to the spider's start URLs in one transaction (the key and type
-    the workers recorded); recorded in the history of the spider's active job, if any. The line
-    to show."""
-    names = SpiderKeys.for_client(spider, client)
-    meta = _decode(client.hgetall(names.frontier))
-    key = meta.get("start_urls_key") or names.start_urls
-    as_set = meta.get("start_urls_as_set") == "1"
-    pipe = client.pipeline(transaction=True)
-    for i in range(0, len(entries), CHUNK):
-        chunk = entries[i : i + CHUNK]
-        if as_set:
-            pipe.sadd(key, *chunk)
-        else:
-            pipe.rpush(key, *chunk)
-    pipe.execute()
-    said = f"added {len(entries)} start URL(s) to {key} ({'set' if as_set else 'list'})"
-    job = control.running_job_of(client, spider)
-    if job is not None:
-        store.record_history(client, str(job["id"]), by, "seed", said)
-    return said
-
-
 def _run(args: argparse.Namespace) -> int:
     check_spider(args.spider)
     policy = policy_for(args.schemes)
     entries: list[str] = []
     for where, text in _lines(args):
         try:
-            entries.append(check_entry(text, policy))
+            entries.append(seeding.check_entry(text, policy))
         except ValueError as exc:
             raise UsageError(f"{where} {quote(text)}: {exc}; nothing was added") from None
     if not entries:
@@ -152,7 +108,8 @@ def _run(args: argparse.Namespace) -> int:
     client = connect(args.redis_url)
     if not args.new:
         require_spider(client, args.spider, args.redis_url)
-    print(f"{add_entries(client, args.spider, entries, store.who())} at {mask_url(args.redis_url)}")
+    said = seeding.add_entries(client, args.spider, entries, store.who())
+    print(f"{said} at {mask_url(args.redis_url)}")
     return 0
 
 

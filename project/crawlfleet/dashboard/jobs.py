@@ -7,7 +7,7 @@ lines of each worker's crawler unit, asked of the agents: ``control.unit_logs``)
 what the status page wants (the API key, when one is set).
 
 Writes (start, stop, pause, resume, seed, schedules) go through the same functions as the CLI
-(``jobs.control``, ``jobs.schedules``, ``commands.seed.add_entries``) and want, in this order:
+(``jobs.control``, ``jobs.schedules``, ``jobs.seeding``) and want, in this order:
 
 1. the read credential (the API key), as every page;
 2. an operator session: ``POST /api/session`` with a name and the operator password
@@ -32,7 +32,6 @@ without the right) answers 403 with one line naming the user, and the setting th
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import hmac
 import logging
@@ -52,9 +51,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from crawlfleet.commands import seed
-from crawlfleet.commands.job import pair, workers_count
-from crawlfleet.commands.opsargs import UsageError, check_spider
 from crawlfleet.dashboard.config import Settings
 from crawlfleet.dashboard.core import (
     REDIS_ERRORS,
@@ -63,9 +59,10 @@ from crawlfleet.dashboard.core import (
     refused,
 )
 from crawlfleet.hub.connect import get_redis, permission_problem
-from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.hub.errors import BadSpiderName
+from crawlfleet.hub.keys import SpiderKeys, check_spider_name
 from crawlfleet.hub.urls import mask_url
-from crawlfleet.jobs import control, schedules, store
+from crawlfleet.jobs import control, schedules, seeding, store
 from crawlfleet.jobs.store import JobError
 from crawlfleet.jobs.timespec import TimeSpecError
 from crawlfleet.service.http import BadJson, parse_json
@@ -184,8 +181,8 @@ def _pairs(value: Any, flag: str, what: str) -> list[tuple[str, str]]:
     out = []
     for n, line in enumerate(_lines(value, what), 1):
         try:
-            out.append(pair(flag)(line))
-        except argparse.ArgumentTypeError as exc:
+            out.append(control.name_value(flag, line))
+        except JobError as exc:
             raise Refused(400, f"{what} line {n}: {exc}") from None
     return out
 
@@ -200,16 +197,16 @@ def _text(body: dict[str, Any], name: str) -> str:
 def _spider(body: dict[str, Any]) -> str:
     name = _text(body, "spider")
     try:
-        return check_spider(name)
-    except UsageError as exc:
+        return check_spider_name(name)
+    except BadSpiderName as exc:
         raise Refused(400, str(exc)) from None
 
 
 def _workers(body: dict[str, Any]) -> int | None:
     raw = body.get("workers", "all")
     try:
-        return workers_count(str(raw if raw not in (None, "") else "all"))
-    except argparse.ArgumentTypeError as exc:
+        return control.workers_count(str(raw if raw not in (None, "") else "all"))
+    except JobError as exc:
         raise Refused(400, f"workers {exc}") from None
 
 
@@ -271,7 +268,7 @@ def detail(client: redis.Redis, job_id: str) -> dict[str, Any]:
 
 
 def seed_urls(client: redis.Redis, body: dict[str, Any], by: str) -> str:
-    """Check every entry, then add them all (``commands.seed.add_entries``) or none."""
+    """Check every entry, then add them all (``jobs.seeding``) or none."""
     spider = _spider(body)
     known = {s for p in registered(client)["projects"].values() for s in p}
     if spider not in known and not client.exists(SpiderKeys.for_client(spider, client).frontier):
@@ -280,12 +277,12 @@ def seed_urls(client: redis.Redis, body: dict[str, Any], by: str) -> str:
     entries = []
     for n, line in enumerate(_lines(body.get("urls"), "urls"), 1):
         try:
-            entries.append(seed.check_entry(line))
+            entries.append(seeding.check_entry(line))
         except ValueError as exc:
             raise Refused(400, f"urls line {n}: {exc}; nothing was added") from None
     if not entries:
         raise Refused(400, "urls: give at least one URL, one a line")
-    return seed.add_entries(client, spider, entries, by)
+    return seeding.add_entries(client, spider, entries, by)
 
 
 def add_schedule(client: redis.Redis, body: dict[str, Any], by: str) -> str:
@@ -341,39 +338,48 @@ def _same_origin(request: Request) -> bool:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def install(app: Starlette, dash: Dashboard) -> None:
-    """Add the jobs pages and API to the dashboard's ``app`` (see the module docstring)."""
-    settings = dash.settings
-    sessions = Sessions()
-    control_url, control_setting = write_url(settings)
-    control_client = write_client(settings)
-    # the log lines of a reader who is no operator, when the writes have their own URL
-    reader_control = get_redis(settings.redis_url, **CONTROL_PARAMS)
-    html = page_html(settings.refresh)
-    # same-origin: the writes' Origin/Referer check needs the browser to send a Referer
-    page_headers = html_headers(html, "same-origin")
+Write = Callable[[str, dict[str, Any], Request], Any]
 
-    def readable(handler: Handler) -> Handler:
+
+class JobsPages:
+    """The jobs pages and API of one dashboard (see the module docstring): the handlers, the
+    operators' sessions and the two Redis clients they use."""
+
+    def __init__(self, dash: Dashboard) -> None:
+        self.dash = dash
+        self.settings = settings = dash.settings
+        self.sessions = Sessions()
+        self.control_url, self.control_setting = write_url(settings)
+        self.control_client = write_client(settings)
+        # the log lines of a reader who is no operator, when the writes have their own URL
+        self.reader_control = get_redis(settings.redis_url, **CONTROL_PARAMS)
+        self.html = page_html(settings.refresh)
+        # same-origin: the writes' Origin/Referer check needs the browser to send a Referer
+        self.page_headers = html_headers(self.html, "same-origin")
+
+    def readable(self, handler: Handler) -> Handler:
         async def check(request: Request) -> Response:
-            if (denied := refused(request, settings.api_key)) is not None:
+            if (denied := refused(request, self.settings.api_key)) is not None:
                 return denied
             try:
                 return await handler(request)
             except Refused as exc:
                 return JSONResponse({"error": str(exc)}, exc.status)
-            except (JobError, UsageError) as exc:
+            except JobError as exc:
                 return JSONResponse({"error": str(exc)}, 400)
             except REDIS_ERRORS as exc:
-                return JSONResponse({"error": f"Redis unreachable at {dash.where}: {exc}"}, 503)
+                return JSONResponse(
+                    {"error": f"Redis unreachable at {self.dash.where}: {exc}"}, 503
+                )
             except redis.ResponseError as exc:
                 if not acl_refusal(exc):
                     raise
-                said = " ".join(permission_problem(exc, settings.redis_url).split())
+                said = " ".join(permission_problem(exc, self.settings.redis_url).split())
                 return JSONResponse({"error": said}, 403)
 
         return check
 
-    async def controlling(work: Callable[[], Any], url: str, setting: str) -> Any:
+    async def controlling(self, work: Callable[[], Any], url: str, setting: str) -> Any:
         """``work`` (in a thread) through the write client of ``url``: its refusals and outages
         are one line naming ``setting``."""
         try:
@@ -385,16 +391,16 @@ def install(app: Starlette, dash: Dashboard) -> None:
                 raise
             raise Refused(403, refused_write(exc, url, setting)) from None
 
-    def operator(request: Request) -> tuple[str, str]:
+    def operator(self, request: Request) -> tuple[str, str]:
         """(name, session id) of the operator, or :class:`Refused`."""
-        if not settings.operator_password:
+        if not self.settings.operator_password:
             raise Refused(
                 403,
                 "writes are disabled: this dashboard has no operator password "
                 "(DASHBOARD_OPERATOR_PASSWORD or --operator-password-file)",
             )
         sid = request.cookies.get(COOKIE)
-        user = sessions.user(sid)
+        user = self.sessions.user(sid)
         if user is None or sid is None:
             raise Refused(
                 403,
@@ -403,11 +409,11 @@ def install(app: Starlette, dash: Dashboard) -> None:
             )
         return user, sid
 
-    def check_origin(request: Request) -> None:
+    def check_origin(self, request: Request) -> None:
         if not _same_origin(request):
             raise Refused(403, "cross-site request refused: Origin or Referer must be this page")
 
-    async def json_body(request: Request) -> dict[str, Any]:
+    async def json_body(self, request: Request) -> dict[str, Any]:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":
             raise Refused(415, "send the body as application/json")
@@ -419,23 +425,21 @@ def install(app: Starlette, dash: Dashboard) -> None:
             raise Refused(400, "body must be a JSON object")
         return body
 
-    Write = Callable[[str, dict[str, Any], Request], Any]
-
-    def writes(work: Write) -> Handler:
+    def writes(self, work: Write) -> Handler:
         async def handler(request: Request) -> Response:
-            user, sid = operator(request)
-            check_origin(request)
+            user, sid = self.operator(request)
+            self.check_origin(request)
             token = request.headers.get(CSRF_HEADER, "")
-            if not hmac.compare_digest(token.encode(), sessions.csrf(sid).encode()):
+            if not hmac.compare_digest(token.encode(), self.sessions.csrf(sid).encode()):
                 raise Refused(403, "missing or invalid CSRF token (reload the page)")
-            body = await json_body(request)
+            body = await self.json_body(request)
             by = f"{user}@dashboard"
             action = f"{request.method} {request.url.path}"
             try:
-                result = await controlling(
-                    lambda: work(by, body, request), control_url, control_setting
+                result = await self.controlling(
+                    lambda: work(by, body, request), self.control_url, self.control_setting
                 )
-            except (Refused, JobError, UsageError) as exc:
+            except (Refused, JobError) as exc:
                 event(log, "write_refused", logging.INFO, by=by, action=action, error=str(exc))
                 raise
             message = result.message if isinstance(result, control.Outcome) else str(result)
@@ -448,80 +452,82 @@ def install(app: Starlette, dash: Dashboard) -> None:
                 answer["error"] = message
             return JSONResponse(answer, 409 if failed else 200)
 
-        return readable(handler)
+        return self.readable(handler)
 
-    async def page(request: Request) -> Response:
-        return HTMLResponse(html, headers=page_headers)
+    async def page(self, request: Request) -> Response:
+        return HTMLResponse(self.html, headers=self.page_headers)
 
-    async def api_jobs(request: Request) -> Response:
-        view = await run_in_threadpool(overview, dash.client)
+    async def api_jobs(self, request: Request) -> Response:
+        view = await run_in_threadpool(overview, self.dash.client)
         return JSONResponse(view, headers={"Cache-Control": "no-store"})
 
-    async def api_job(request: Request) -> Response:
-        view = await run_in_threadpool(detail, dash.client, request.path_params["id"])
+    async def api_job(self, request: Request) -> Response:
+        view = await run_in_threadpool(detail, self.dash.client, request.path_params["id"])
         return JSONResponse(view, headers={"Cache-Control": "no-store"})
 
-    async def api_logs(request: Request) -> Response:
+    async def api_logs(self, request: Request) -> Response:
         raw = request.query_params.get("lines", str(control.LOG_LINES))
         if not raw.isdigit() or not 1 <= int(raw) <= control.MAX_LOG_LINES:
             raise Refused(400, f"lines must be a number from 1 to {control.MAX_LOG_LINES}")
         job_id, lines = request.path_params["id"], int(raw)
         # Asking the agents is a command: an operator's, through the writes' user.
-        if sessions.user(request.cookies.get(COOKIE)) or not settings.operator_redis_url:
-            found = await controlling(
-                lambda: control.unit_logs(control_client, job_id, lines),
-                control_url,
-                control_setting,
+        if self.sessions.user(request.cookies.get(COOKIE)) or not self.settings.operator_redis_url:
+            found = await self.controlling(
+                lambda: control.unit_logs(self.control_client, job_id, lines),
+                self.control_url,
+                self.control_setting,
             )
         else:
             try:
-                found = await run_in_threadpool(control.unit_logs, reader_control, job_id, lines)
+                found = await run_in_threadpool(
+                    control.unit_logs, self.reader_control, job_id, lines
+                )
             except redis.ResponseError as exc:
                 if not acl_refusal(exc):
                     raise
-                said = " ".join(permission_problem(exc, settings.redis_url).split())
+                said = " ".join(permission_problem(exc, self.settings.redis_url).split())
                 raise Refused(
                     403, f"log lines are a command to the agents: log in as an operator ({said})"
                 ) from None
         return JSONResponse({"workers": found}, headers={"Cache-Control": "no-store"})
 
-    async def session(request: Request) -> Response:
+    async def session(self, request: Request) -> Response:
         sid = request.cookies.get(COOKIE)
-        user = sessions.user(sid)
+        user = self.sessions.user(sid)
         if request.method == "GET":
             return JSONResponse(
                 {
                     "operator": user,
-                    "csrf": sessions.csrf(sid) if user and sid else None,
-                    "writable": bool(settings.operator_password),
+                    "csrf": self.sessions.csrf(sid) if user and sid else None,
+                    "writable": bool(self.settings.operator_password),
                 },
                 headers={"Cache-Control": "no-store"},
             )
         if request.method == "DELETE":
-            operator(request)
-            check_origin(request)
-            sessions.drop(sid)
+            self.operator(request)
+            self.check_origin(request)
+            self.sessions.drop(sid)
             answer = JSONResponse({"ok": True, "message": f"{user} logged out"})
             answer.delete_cookie(COOKIE, path="/")
             return answer
-        check_origin(request)  # no login from another site's page either
-        body = await json_body(request)
-        if not settings.operator_password:
-            operator(request)  # refused: writes are disabled
+        self.check_origin(request)  # no login from another site's page either
+        body = await self.json_body(request)
+        if not self.settings.operator_password:
+            self.operator(request)  # refused: writes are disabled
         name, password = body.get("user"), body.get("password")
         if not isinstance(name, str) or not USER_NAME.fullmatch(name):
             raise Refused(400, "user: 1 to 64 letters, digits, '.', '_' or '-'")
-        if not sessions.login_allowed():
+        if not self.sessions.login_allowed():
             raise Refused(429, f"too many failed logins: wait {LOGIN_WINDOW:g} s")
         if not isinstance(password, str) or not hmac.compare_digest(
-            password.encode(), settings.operator_password.encode()
+            password.encode(), self.settings.operator_password.encode()
         ):
-            sessions.failures.append(time.monotonic())
+            self.sessions.failures.append(time.monotonic())
             event(log, "login_refused", logging.WARNING, user=name)
             raise Refused(403, "wrong operator password")
-        new = sessions.create(name)
+        new = self.sessions.create(name)
         event(log, "login", user=name)
-        answer = JSONResponse({"ok": True, "operator": name, "csrf": sessions.csrf(new)})
+        answer = JSONResponse({"ok": True, "operator": name, "csrf": self.sessions.csrf(new)})
         answer.set_cookie(
             COOKIE,
             new,
@@ -529,38 +535,47 @@ def install(app: Starlette, dash: Dashboard) -> None:
             path="/",
             httponly=True,
             samesite="strict",
-            secure=bool(settings.tls_cert),
+            secure=bool(self.settings.tls_cert),
         )
         return answer
 
-    def start(by: str, body: dict[str, Any], request: Request) -> control.Outcome:
-        return control.start_job(control_client, job_spec(body), by, WRITE_TIMEOUT)
+    def start(self, by: str, body: dict[str, Any], request: Request) -> control.Outcome:
+        return control.start_job(self.control_client, job_spec(body), by, WRITE_TIMEOUT)
 
-    def act(by: str, body: dict[str, Any], request: Request) -> control.Outcome:
+    def act(self, by: str, body: dict[str, Any], request: Request) -> control.Outcome:
         params = request.path_params
-        return job_action(control_client, params["id"], params["action"], by)
+        return job_action(self.control_client, params["id"], params["action"], by)
 
-    def seed_write(by: str, body: dict[str, Any], request: Request) -> str:
-        return seed_urls(control_client, body, by)
+    def seed_write(self, by: str, body: dict[str, Any], request: Request) -> str:
+        return seed_urls(self.control_client, body, by)
 
-    def schedule_add(by: str, body: dict[str, Any], request: Request) -> str:
-        return add_schedule(control_client, body, by)
+    def schedule_add(self, by: str, body: dict[str, Any], request: Request) -> str:
+        return add_schedule(self.control_client, body, by)
 
-    def schedule_act(by: str, body: dict[str, Any], request: Request) -> str:
+    def schedule_act(self, by: str, body: dict[str, Any], request: Request) -> str:
         params = request.path_params
-        return schedule_action(control_client, params["id"], params["action"], by)
+        return schedule_action(self.control_client, params["id"], params["action"], by)
 
-    for route in (
-        Route("/jobs", readable(page)),
-        Route("/api/jobs", readable(api_jobs)),
-        Route("/api/jobs", writes(start), methods=["POST"]),
-        Route("/api/jobs/{id}", readable(api_job)),
-        Route("/api/jobs/{id}/logs", readable(api_logs)),
-        Route("/api/jobs/{id}/{action}", writes(act), methods=["POST"]),
-        Route("/api/session", readable(session), methods=["GET", "POST", "DELETE"]),
-        Route("/api/seed", writes(seed_write), methods=["POST"]),
-        Route("/api/schedules", writes(schedule_add), methods=["POST"]),
-        Route("/api/schedules/{id}/{action}", writes(schedule_act), methods=["POST"]),
-    ):
-        app.router.routes.append(route)
-    app.state.sessions = sessions
+    def routes(self) -> list[Route]:
+        """Every route of the jobs pages and API."""
+        return [
+            Route("/jobs", self.readable(self.page)),
+            Route("/api/jobs", self.readable(self.api_jobs)),
+            Route("/api/jobs", self.writes(self.start), methods=["POST"]),
+            Route("/api/jobs/{id}", self.readable(self.api_job)),
+            Route("/api/jobs/{id}/logs", self.readable(self.api_logs)),
+            Route("/api/jobs/{id}/{action}", self.writes(self.act), methods=["POST"]),
+            Route(
+                "/api/self.session", self.readable(self.session), methods=["GET", "POST", "DELETE"]
+            ),
+            Route("/api/seed", self.writes(self.seed_write), methods=["POST"]),
+            Route("/api/schedules", self.writes(self.schedule_add), methods=["POST"]),
+            Route("/api/schedules/{id}/{action}", self.writes(self.schedule_act), methods=["POST"]),
+        ]
+
+
+def install(app: Starlette, dash: Dashboard) -> None:
+    """Add the jobs pages and API to the dashboard's ``app`` (see the module docstring)."""
+    pages = JobsPages(dash)
+    app.router.routes.extend(pages.routes())
+    app.state.sessions = pages.sessions

@@ -3,7 +3,8 @@
 ``HubError`` is the root. ``RedisConfigError`` (also a ``ValueError``, as callers of a URL
 parser expect) is configuration that cannot work — a URL, a parameter, a setting — and a
 restart would not help; its message is one line naming the setting, with secrets masked.
-``RedisUrlError`` is a URL that cannot be read, ``RedisAuthError`` credentials Redis refused.
+``RedisUrlError`` is a URL that cannot be read, ``RedisAuthError`` credentials Redis refused,
+``BadSpiderName`` a name that cannot name one crawl's keys.
 Outages are redis-py's own ``ConnectionError``/``TimeoutError``: callers retry those.
 """
 
@@ -24,3 +25,7 @@ class RedisUrlError(RedisConfigError):
 
 class RedisAuthError(RedisConfigError):
     """Redis refused the URL's credentials (bad configuration: a restart would not help)."""
+
+
+class BadSpiderName(HubError, ValueError):
+    """A name that cannot name exactly one crawl's keys (one line, quoting it shortened)."""

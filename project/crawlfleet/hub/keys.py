@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from redis.crc import key_slot
 
+from crawlfleet.hub.errors import BadSpiderName
 from crawlfleet.hub.urls import is_cluster_client, is_cluster_url
 
 
@@ -168,6 +169,28 @@ def has_hash_tag(key: str) -> bool:
 def escape_glob(text: str) -> str:
     """``text`` as a literal in a SCAN MATCH pattern."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+# Glob characters would make SCAN MATCH <spider>:* reach other crawls' keys.
+_GLOB = set("*?[]\\")
+MAX_SPIDER_NAME = 200
+
+
+def check_spider_name(text: str) -> str:
+    """``text`` if it names exactly one crawl's keys; :class:`BadSpiderName` (one line) otherwise:
+    what every operator face (the CLI's SPIDER argument, the dashboard's forms) accepts."""
+    if not text:
+        raise BadSpiderName("not a spider name: '' (a spider name must not be empty)")
+    if len(text) > MAX_SPIDER_NAME:
+        raise BadSpiderName(
+            f"not a spider name: {text[:40]!r}… (at most {MAX_SPIDER_NAME} characters)"
+        )
+    if any(c in _GLOB or not c.isprintable() or c.isspace() for c in text):
+        raise BadSpiderName(
+            f"not a spider name: {text[:80]!r} (no glob characters * ? [ ] \\, spaces or "
+            f"control characters)"
+        )
+    return text
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,24 @@ class JobSpec:
     schedule: str = ""
 
 
+def name_value(flag: str, text: str) -> tuple[str, str]:
+    """One ``-a NAME=VALUE`` / ``-s NAME=VALUE`` of a job (``flag`` names it in the error):
+    :class:`crawlfleet.jobs.store.JobError`, one line, for anything else."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise store.JobError(f"{flag} takes NAME=VALUE, got {text[:60]!r}")
+    return name.strip(), value
+
+
+def workers_count(text: str) -> int | None:
+    """How many workers a job runs on: a number >= 1, or ``all`` (None); else ``JobError``."""
+    if text.strip().lower() == "all":
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise store.JobError(f"must be a number >= 1 or all, got {text[:40]!r}")
+    return int(text)
+
+
 @dataclass
 class Outcome:
     """What a command did: the job, a line for the operator, and whether it failed."""

@@ -249,3 +249,9 @@ def test_nothing_imports_an_operator_view_from_the_worker_side() -> None:
     assert into(PACKAGE, worker_side, "crawlfleet.views") == []
     assert into(PACKAGE, worker_side, "crawlfleet.commands") == []
     assert into(PACKAGE, worker_side, "crawlfleet.dashboard") == []
+
+
+def test_the_cli_and_the_dashboard_are_two_faces_over_the_same_operations() -> None:
+    # what `crawlfleet job`, `seed`, … do lives below both (jobs, hub, views), not in either face
+    assert into(PACKAGE, ("crawlfleet.dashboard",), "crawlfleet.commands") == []
+    assert into(PACKAGE, ("crawlfleet.commands",), "crawlfleet.dashboard") == []

@@ -14,9 +14,9 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from scrapy import Request, Spider
 
-from crawlfleet.commands.seed import check_entry
 from crawlfleet.frontier.serialization import DecodeError, RequestCodec
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
+from crawlfleet.jobs.seeding import check_entry
 
 pytestmark = pytest.mark.fuzz
 

@@ -11,10 +11,10 @@ from scrapy.utils.test import get_crawler
 from starlette.requests import Request
 
 from crawlfleet.cli import main
-from crawlfleet.commands.seed import check_entry
 from crawlfleet.dashboard.config import ConfigError, build_parser, resolve
 from crawlfleet.dashboard.core import _authorized, content_security_policy, page_html
 from crawlfleet.extensions.workerstats import WorkerStats, numeric_stats
+from crawlfleet.jobs.seeding import check_entry
 
 
 @pytest.mark.parametrize(

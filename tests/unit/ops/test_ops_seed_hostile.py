@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from crawlfleet.cli import build_parser, main
 from crawlfleet.commands.export import _cell
 from crawlfleet.commands.opsargs import UsageError, check_spider
-from crawlfleet.commands.seed import check_entry, policy_for
+from crawlfleet.commands.seed import policy_for
+from crawlfleet.jobs.seeding import check_entry
 
 
 @pytest.mark.parametrize(
