@@ -141,6 +141,82 @@ def request_classes_setting(settings: BaseSettings) -> dict[str, type[Request]]:
     return classes
 
 
+def queue_class_setting(settings: BaseSettings, politeness: bool) -> type:
+    """``SCHEDULER_QUEUE_CLASS``: a Redis queue, or a queue that names the scheduler driving it
+    (``crawlfleet.frontier.rabbitmq``); unset, the keyed queue when politeness is on, else the
+    priority queue."""
+    default = POLITE_QUEUE_CLASS if politeness else DEFAULT_QUEUE_CLASS
+    queue_class = load_class(
+        "SCHEDULER_QUEUE_CLASS", settings.get("SCHEDULER_QUEUE_CLASS") or default
+    )
+    if not issubclass(queue_class, RedisQueue) and not hasattr(queue_class, "scheduler_path"):
+        raise FrontierConfigError(
+            f"SCHEDULER_QUEUE_CLASS must be one of crawlfleet.frontier.queues.FifoQueue, "
+            f"LifoQueue, PriorityQueue, KeyedPriorityQueue or "
+            f"crawlfleet.frontier.rabbitmq.PriorityQueue, "
+            f"got {settings.get('SCHEDULER_QUEUE_CLASS')!r}"
+        )
+    return queue_class
+
+
+def serializer_setting(settings: BaseSettings) -> str:
+    """``SCHEDULER_SERIALIZER``: msgpack (the default) or json; pickle is never used."""
+    serializer = str(settings.get("SCHEDULER_SERIALIZER") or "msgpack")
+    if serializer not in SERIALIZER_NAMES:
+        raise FrontierConfigError(
+            f"SCHEDULER_SERIALIZER must be one of {', '.join(SERIALIZER_NAMES)} "
+            f"(pickle is never used), got {serializer!r}"
+        )
+    return serializer
+
+
+def lease_settings(settings: BaseSettings) -> tuple[float, float]:
+    """``SCHEDULER_LEASE_TIMEOUT`` and ``SCHEDULER_HEARTBEAT_INTERVAL`` (at most a third of it)."""
+    lease_timeout = _positive(settings, "SCHEDULER_LEASE_TIMEOUT", 60)
+    heartbeat = _positive(settings, "SCHEDULER_HEARTBEAT_INTERVAL", lease_timeout / 6)
+    if heartbeat * 3 > lease_timeout * (1 + 1e-9):
+        raise FrontierConfigError(
+            f"SCHEDULER_HEARTBEAT_INTERVAL ({heartbeat:g}) must be at most a third of "
+            f"SCHEDULER_LEASE_TIMEOUT ({lease_timeout:g})"
+        )
+    return lease_timeout, heartbeat
+
+
+def idle_before_close_setting(settings: BaseSettings) -> float:
+    """``SCHEDULER_IDLE_BEFORE_CLOSE``: seconds >= 0 (0: never close for idleness)."""
+    idle = settings.get("SCHEDULER_IDLE_BEFORE_CLOSE", 0)
+    try:
+        seconds = float(idle)
+    except (TypeError, ValueError):
+        raise FrontierConfigError(
+            f"SCHEDULER_IDLE_BEFORE_CLOSE must be a number of seconds, got {idle!r}"
+        ) from None
+    if seconds < 0:
+        raise FrontierConfigError(f"SCHEDULER_IDLE_BEFORE_CLOSE must be >= 0, got {idle!r}")
+    return seconds
+
+
+def site_kind_setting(settings: BaseSettings) -> str:
+    """``POLITENESS_KEY``: what one politeness key (and one keyed queue's site) is."""
+    site_kind = str(settings.get("POLITENESS_KEY") or "host").strip().lower()
+    if site_kind not in KEY_KINDS:
+        raise FrontierConfigError(
+            f"POLITENESS_KEY must be one of {', '.join(KEY_KINDS)}, "
+            f"got {settings.get('POLITENESS_KEY')!r}"
+        )
+    return site_kind
+
+
+def _shard_start_urls_keys(spider: str, url: str, shards: int) -> tuple[str, ...]:
+    """Each shard's start-URL key (the shards' own names: never renamed by a setting)."""
+    return tuple(
+        START_URLS_KEY.resolve(
+            None, spider, FrontierConfigError, tagged=is_cluster_url(url), shard=k, shards=shards
+        )
+        for k in range(shards)
+    )
+
+
 @dataclass
 class FrontierConfig:
     """Validated frontier settings of one spider, with its Redis key names resolved."""
@@ -193,52 +269,17 @@ class FrontierConfig:
                 f"spider name {spider[:60]!r} contains {SHARD_MARK!r}, which names the shards of "
                 f"a sharded crawl (SCHEDULER_SHARDS) in Redis; rename the spider"
             )
-        default = POLITE_QUEUE_CLASS if politeness else DEFAULT_QUEUE_CLASS
-        queue_class = load_class(
-            "SCHEDULER_QUEUE_CLASS", settings.get("SCHEDULER_QUEUE_CLASS") or default
-        )
-        # a queue outside Redis names the scheduler that drives it (crawlfleet.frontier.rabbitmq)
-        if not issubclass(queue_class, RedisQueue) and not hasattr(queue_class, "scheduler_path"):
-            raise FrontierConfigError(
-                f"SCHEDULER_QUEUE_CLASS must be one of crawlfleet.frontier.queues.FifoQueue, "
-                f"LifoQueue, PriorityQueue, KeyedPriorityQueue or "
-                f"crawlfleet.frontier.rabbitmq.PriorityQueue, "
-                f"got {settings.get('SCHEDULER_QUEUE_CLASS')!r}"
-            )
-        serializer = str(settings.get("SCHEDULER_SERIALIZER") or "msgpack")
-        if serializer not in SERIALIZER_NAMES:
-            raise FrontierConfigError(
-                f"SCHEDULER_SERIALIZER must be one of {', '.join(SERIALIZER_NAMES)} "
-                f"(pickle is never used), got {serializer!r}"
-            )
-        lease_timeout = _positive(settings, "SCHEDULER_LEASE_TIMEOUT", 60)
-        heartbeat = _positive(settings, "SCHEDULER_HEARTBEAT_INTERVAL", lease_timeout / 6)
-        if heartbeat * 3 > lease_timeout * (1 + 1e-9):
-            raise FrontierConfigError(
-                f"SCHEDULER_HEARTBEAT_INTERVAL ({heartbeat:g}) must be at most a third of "
-                f"SCHEDULER_LEASE_TIMEOUT ({lease_timeout:g})"
-            )
-        idle = settings.get("SCHEDULER_IDLE_BEFORE_CLOSE", 0)
-        try:
-            idle_before_close = float(idle)
-        except (TypeError, ValueError):
-            raise FrontierConfigError(
-                f"SCHEDULER_IDLE_BEFORE_CLOSE must be a number of seconds, got {idle!r}"
-            ) from None
-        if idle_before_close < 0:
-            raise FrontierConfigError(f"SCHEDULER_IDLE_BEFORE_CLOSE must be >= 0, got {idle!r}")
+        queue_class = queue_class_setting(settings, politeness)
+        serializer = serializer_setting(settings)
+        lease_timeout, heartbeat = lease_settings(settings)
+        idle_before_close = idle_before_close_setting(settings)
         prefetch = _positive_int("SCHEDULER_PREFETCH", settings.get("SCHEDULER_PREFETCH", 8))
         idle_poll = _positive(settings, "SCHEDULER_IDLE_POLL_INTERVAL", 0.2)
         batch = settings.get("REDIS_START_URLS_BATCH_SIZE") or settings.getint(
             "CONCURRENT_REQUESTS", 16
         )
         url = redis_url(settings)
-        site_kind = str(settings.get("POLITENESS_KEY") or "host").strip().lower()
-        if site_kind not in KEY_KINDS:
-            raise FrontierConfigError(
-                f"POLITENESS_KEY must be one of {', '.join(KEY_KINDS)}, "
-                f"got {settings.get('POLITENESS_KEY')!r}"
-            )
+        site_kind = site_kind_setting(settings)
         shards = shards_setting(settings)
         if shards > 1 and not issubclass(queue_class, RedisQueue):
             raise FrontierConfigError(
@@ -251,17 +292,7 @@ class FrontierConfig:
             shard_queue_keys=tuple(
                 _key(settings, QUEUE_KEY, spider, k, shards) for k in range(shards)
             ),
-            shard_start_urls_keys=tuple(
-                START_URLS_KEY.resolve(
-                    None,
-                    spider,
-                    FrontierConfigError,
-                    tagged=is_cluster_url(url),
-                    shard=k,
-                    shards=shards,
-                )
-                for k in range(shards)
-            ),
+            shard_start_urls_keys=_shard_start_urls_keys(spider, url, shards),
             queue_key=_key(settings, QUEUE_KEY, spider),
             dupefilter_key=_key(settings, DUPEFILTER_KEY, spider),
             start_urls_key=_key(settings, START_URLS_KEY, spider),
