@@ -116,75 +116,82 @@ def _text(body: str, status: int = 200) -> PlainTextResponse:
     return PlainTextResponse(body, status_code=status)
 
 
-def create_app(settings: Settings, store: ProxyStore) -> Starlette:
-    """The ASGI app; ``app.state.registry`` holds its own Prometheus registry."""
-    disable_created_metrics()  # *_created series double the output and nobody graphs them
-    registry = CollectorRegistry()
-    requests = Counter(
-        "proxypool_api_requests",
-        "API requests by endpoint and status",
-        ["endpoint", "status"],
-        registry=registry,
-    )
-    pool = PoolCollector()
-    registry.register(pool)
-    api_key = (settings.api_key or "").encode()
-    where = mask_url(settings.redis_url)
-    redis_guard = RedisGuard(
-        store.client,
-        where,
-        expected_types=lambda: {store.key: "zset", store.stats_key: "hash"},
-    )
+class ProxyApi:
+    """The proxy pool's HTTP API over one store: the handlers, the API key check, its metrics."""
+
+    def __init__(self, settings: Settings, store: ProxyStore) -> None:
+        disable_created_metrics()  # *_created series double the output and nobody graphs them
+        self.settings = settings
+        self.store = store
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "proxypool_api_requests",
+            "API requests by endpoint and status",
+            ["endpoint", "status"],
+            registry=self.registry,
+        )
+        self.pool = PoolCollector()
+        self.registry.register(self.pool)
+        self.api_key = (settings.api_key or "").encode()
+        self.where = mask_url(settings.redis_url)
+        self.redis_guard = RedisGuard(
+            store.client,
+            self.where,
+            expected_types=lambda: {store.key: "zset", store.stats_key: "hash"},
+        )
 
     def guarded(
+        self,
         handler: Callable[[Request], Awaitable[Response]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def check(request: Request) -> Response:
-            if api_key:
+            if self.api_key:
                 sent = request.headers.get("x-api-key")
                 if sent is None:
                     return _text("missing X-API-Key header", 401)
-                if not hmac.compare_digest(sent.encode(), api_key):
+                if not hmac.compare_digest(sent.encode(), self.api_key):
                     return _text("invalid API key", 401)
             await request.body()  # read (and bounded) before the Redis deadline starts
             try:
-                return await redis_guard.run(lambda: handler(request))
+                return await self.redis_guard.run(lambda: handler(request))
             except RedisFailure as exc:
                 return _text(str(exc), 503)
 
         return check
 
-    def fmt_of(request: Request, allowed: tuple[str, ...] = FORMATS) -> str:
+    def fmt_of(self, request: Request, allowed: tuple[str, ...] = FORMATS) -> str:
         fmt = request.query_params.get("format", "auto")
         if fmt not in allowed:
             raise ValueError(f"format must be one of {', '.join(allowed)}")
         return fmt
 
-    async def random(request: Request) -> Response:
+    async def random(self, request: Request) -> Response:
         try:
-            fmt = fmt_of(request)
-            count = _count(request.query_params.get("count", "1"), settings.max_count)
+            fmt = self.fmt_of(request)
+            count = _count(request.query_params.get("count", "1"), self.settings.max_count)
         except ValueError as exc:
             return _text(str(exc), 400)
-        proxies = await store.random(count)
+        proxies = await self.store.random(count)
         if not proxies:
-            return _text("proxy pool is empty: no proxy has been fetched yet, or none passed", 503)
+            return _text(
+                "proxy self.pool is empty: no proxy has been fetched yet, or none passed", 503
+            )
         return _text("\n".join(render_proxy(p, fmt) for p in proxies))
 
-    async def all_proxies(request: Request) -> Response:
+    async def all_proxies(self, request: Request) -> Response:
         try:
-            fmt = fmt_of(request, (*FORMATS, "json"))
+            fmt = self.fmt_of(request, (*FORMATS, "json"))
         except ValueError as exc:
             return _text(str(exc), 400)
-        proxies = await store.all()
+        proxies = await self.store.all()
         if fmt == "json":
             return JSONResponse([{"proxy": p, "score": int(s)} for p, s in proxies])
         return _text("\n".join(render_proxy(p, fmt) for p, _ in proxies))
 
-    async def count(request: Request) -> Response:
-        return _text(str(await store.count()))
+    async def count(self, request: Request) -> Response:
+        return _text(str(await self.store.count()))
 
-    async def report(request: Request) -> Response:
+    async def report(self, request: Request) -> Response:
         try:
             fields = await _report_fields(request)
             proxy = parse_proxy(str(fields.get("proxy", "")))
@@ -197,27 +204,29 @@ def create_app(settings: Settings, store: ProxyStore) -> Starlette:
             return JSONResponse({"error": str(exc)}, 400)
         try:
             if reason == "banned":
-                score = 0 if await redis_guard.run(lambda: store.remove(proxy)) else None
+                score = 0 if await self.redis_guard.run(lambda: self.store.remove(proxy)) else None
             else:
-                score = await redis_guard.run(lambda: store.decrease(proxy, settings.report_step))
+                score = await self.redis_guard.run(
+                    lambda: self.store.decrease(proxy, self.settings.report_step)
+                )
         except RedisFailure as exc:
             return JSONResponse({"error": str(exc)}, 503)
         if score is None:
             return JSONResponse(
-                {"error": "proxy is not in the pool", "proxy": render_proxy(proxy)}, 404
+                {"error": "proxy is not in the self.pool", "proxy": render_proxy(proxy)}, 404
             )
         return JSONResponse(
             {"proxy": render_proxy(proxy), "reason": reason, "score": score, "removed": score == 0}
         )
 
-    async def health(request: Request) -> Response:
-        location = redis_location(settings.redis_url)
+    async def health(self, request: Request) -> Response:
+        location = redis_location(self.settings.redis_url)
         try:
-            size = await redis_guard.run(store.count)
-            bands = await redis_guard.run(store.bands)
+            size = await self.redis_guard.run(self.store.count)
+            bands = await self.redis_guard.run(self.store.bands)
         except RedisFailure as exc:
             # Unauthenticated: Redis is named by host, port and database only, never the URL.
-            error = str(exc).replace(where, location)
+            error = str(exc).replace(self.where, location)
             return JSONResponse({"status": "error", "redis": error, "pool_size": None}, 503)
         return JSONResponse(
             {
@@ -229,39 +238,48 @@ def create_app(settings: Settings, store: ProxyStore) -> Starlette:
             }
         )
 
-    async def metrics(request: Request) -> Response:
+    async def metrics(self, request: Request) -> Response:
         try:
-            pool.bands = await redis_guard.run(store.bands)
-            pool.stats = await redis_guard.run(store.stats)
-            pool.redis_up = True
+            self.pool.bands = await self.redis_guard.run(self.store.bands)
+            self.pool.stats = await self.redis_guard.run(self.store.stats)
+            self.pool.redis_up = True
         except RedisFailure:
-            pool.redis_up = False
+            self.pool.redis_up = False
         return Response(
-            generate_latest(registry), media_type="text/plain; version=0.0.4; charset=utf-8"
+            generate_latest(self.registry), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
 
-    app = Starlette(
-        routes=[
-            Route("/random", guarded(random), methods=["GET"]),
-            Route("/all", guarded(all_proxies), methods=["GET"]),
-            Route("/count", guarded(count), methods=["GET"]),
-            Route("/report", guarded(report), methods=["POST"]),
-            Route("/health", health, methods=["GET"]),
-            Route("/metrics", metrics, methods=["GET"]),
-        ]
-    )
-    install_guard(
-        app,
-        GuardPolicy(
-            error=json_error,
-            max_body=MAX_REPORT_BODY,
-            key_header="X-API-Key",
-            api_key_required=bool(api_key),
-        ),
-    )
-    app.add_middleware(_RequestCounter, counter=requests)  # outermost: refusals are counted
-    app.state.registry = registry
-    return app
+    def app(self) -> Starlette:
+        """The ASGI app; ``app.state.registry`` holds its own Prometheus registry."""
+        app = Starlette(
+            routes=[
+                Route("/random", self.guarded(self.random), methods=["GET"]),
+                Route("/all", self.guarded(self.all_proxies), methods=["GET"]),
+                Route("/count", self.guarded(self.count), methods=["GET"]),
+                Route("/report", self.guarded(self.report), methods=["POST"]),
+                Route("/health", self.health, methods=["GET"]),
+                Route("/metrics", self.metrics, methods=["GET"]),
+            ]
+        )
+        install_guard(
+            app,
+            GuardPolicy(
+                error=json_error,
+                max_body=MAX_REPORT_BODY,
+                key_header="X-API-Key",
+                api_key_required=bool(self.api_key),
+            ),
+        )
+        app.add_middleware(
+            _RequestCounter, counter=self.requests
+        )  # outermost: refusals are counted
+        app.state.registry = self.registry
+        return app
+
+
+def create_app(settings: Settings, store: ProxyStore) -> Starlette:
+    """The ASGI app; ``app.state.registry`` holds its own Prometheus registry."""
+    return ProxyApi(settings, store).app()
 
 
 def _count(raw: str, most: int) -> int:
