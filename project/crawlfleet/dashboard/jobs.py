@@ -565,9 +565,7 @@ class JobsPages:
             Route("/api/jobs/{id}", self.readable(self.api_job)),
             Route("/api/jobs/{id}/logs", self.readable(self.api_logs)),
             Route("/api/jobs/{id}/{action}", self.writes(self.act), methods=["POST"]),
-            Route(
-                "/api/self.session", self.readable(self.session), methods=["GET", "POST", "DELETE"]
-            ),
+            Route("/api/session", self.readable(self.session), methods=["GET", "POST", "DELETE"]),
             Route("/api/seed", self.writes(self.seed_write), methods=["POST"]),
             Route("/api/schedules", self.writes(self.schedule_add), methods=["POST"]),
             Route("/api/schedules/{id}/{action}", self.writes(self.schedule_act), methods=["POST"]),

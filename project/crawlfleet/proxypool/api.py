@@ -173,9 +173,7 @@ class ProxyApi:
             return _text(str(exc), 400)
         proxies = await self.store.random(count)
         if not proxies:
-            return _text(
-                "proxy self.pool is empty: no proxy has been fetched yet, or none passed", 503
-            )
+            return _text("proxy pool is empty: no proxy has been fetched yet, or none passed", 503)
         return _text("\n".join(render_proxy(p, fmt) for p in proxies))
 
     async def all_proxies(self, request: Request) -> Response:
@@ -213,7 +211,7 @@ class ProxyApi:
             return JSONResponse({"error": str(exc)}, 503)
         if score is None:
             return JSONResponse(
-                {"error": "proxy is not in the self.pool", "proxy": render_proxy(proxy)}, 404
+                {"error": "proxy is not in the pool", "proxy": render_proxy(proxy)}, 404
             )
         return JSONResponse(
             {"proxy": render_proxy(proxy), "reason": reason, "score": score, "removed": score == 0}
