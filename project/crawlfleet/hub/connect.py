@@ -27,6 +27,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 
 from crawlfleet.hub.errors import RedisAuthError, RedisConfigError, RedisUrlError
 from crawlfleet.hub.urls import (
+    DEFAULT_REDIS_URL,
     ClusterTarget,
     SentinelTarget,
     host_port,
@@ -51,7 +52,6 @@ def _with_tls_defaults(url: str, params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # socket_timeout bounds how long any frontier call can block the reactor: no retries inside a
 # call (a failed call is retried by the scheduler later, from the reactor), and the connect
 # timeout is clamped to it.

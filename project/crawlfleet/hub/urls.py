@@ -51,6 +51,8 @@ from redis.connection import parse_url
 
 from crawlfleet.hub.errors import RedisUrlError
 
+#: The Redis every crawlfleet process reaches when nothing names one (a hub on this host).
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 SENTINEL_SCHEME = "redis+sentinel"
 TLS_SENTINEL_SCHEME = "rediss+sentinel"
 SENTINEL_SCHEMES = (SENTINEL_SCHEME, TLS_SENTINEL_SCHEME)

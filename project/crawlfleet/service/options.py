@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawlfleet.hub.urls import mask_url, url_problem
+from crawlfleet.hub.urls import DEFAULT_REDIS_URL, mask_url, url_problem
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -228,9 +228,6 @@ class Option:
     def names(self) -> str:
         """``--flag/VARIABLE`` (or the variable alone), as errors name the option."""
         return f"{self.flag}/{self.env}" if self.flag and not self.secret else self.env
-
-
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 def redis_url_option(help_text: str) -> Option:
