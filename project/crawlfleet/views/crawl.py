@@ -18,6 +18,7 @@ import redis
 
 from crawlfleet.extensions.workerstats import HISTORY
 from crawlfleet.frontier.shards import ShardNames, shard_names
+from crawlfleet.hub.clock import time_ms
 from crawlfleet.hub.keys import FRONTIER_GLOB, SpiderKeys, spider_of_frontier_key
 from crawlfleet.hub.urls import is_cluster_client, mask_url
 from crawlfleet.views.bloom import DupefilterCache, dupefilter_figures
@@ -124,7 +125,7 @@ def _read_fixed(client: redis.Redis, k: SpiderKeys) -> _Fixed:
     replies = list(pipe.execute(raise_on_error=False))
     now_raw = client.time() if k.tagged else replies.pop(0)
     frontier_raw, *rest = replies
-    now = float(now_raw[0]) + float(now_raw[1]) / 1e6
+    now = time_ms(now_raw) / 1000  # seconds
     return _Fixed(now, decode_hash(frontier_raw), *rest)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import redis
 
+from crawlfleet.hub.clock import hub_ms
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.hub.urls import is_cluster_client
 from crawlfleet.jobs import store
@@ -105,7 +106,7 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
     them when it ends), every registered job agent (``crawlfleet agent``) with its liveness, and
     each worker's ``proxy/banned`` (its Scrapy stats) of the given ``spider_snapshot`` views.
     """
-    seconds, micros = client.time()
+    now = hub_ms(client) / 1000  # seconds
     pipe = client.pipeline(transaction=False)
     for view in spiders:
         for w in view["workers"]:
@@ -117,7 +118,6 @@ def hub_snapshot(client: redis.Redis, spiders: Sequence[dict[str, Any]]) -> dict
         view["spider"]: {w["id"]: as_int(as_num(next(replies))) for w in view["workers"]}
         for view in spiders
     }
-    now = int(seconds) + int(micros) / 1e6
     # A user refused INFO or the jobs' and agents' keys (not the ACL's dashboard) gets no memory,
     # no jobs, no agents.
     jobs: list[dict[str, Any]] = []
