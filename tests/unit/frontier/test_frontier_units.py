@@ -12,9 +12,15 @@ from scrapy.http import FormRequest
 from scrapy.settings import Settings
 from twisted.python.failure import Failure
 
-from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
+from crawlfleet.frontier.config import SERIALIZER_NAMES, FrontierConfig, FrontierConfigError
 from crawlfleet.frontier.leases import FailureTap, Lease, unwrap
-from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec, loads
+from crawlfleet.frontier.serialization import (
+    SERIALIZERS,
+    DecodeError,
+    EncodeError,
+    RequestCodec,
+    loads,
+)
 from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
 from crawlfleet.hub.connect import redis_params
 from crawlfleet.hub.errors import RedisConfigError
@@ -220,3 +226,10 @@ def test_failure_tap_records_final_failures_only(spider: BookSpider) -> None:
     request.errback(failure)
     assert seen == [failure]
     assert unwrap(request).errback == seen.append
+
+
+def test_the_serializer_names_the_config_accepts_are_the_codecs_that_exist() -> None:
+    # frontier.config names them (it may not import serialization: that imports config)
+    assert sorted(SERIALIZER_NAMES) == sorted(SERIALIZERS)
+    with pytest.raises(FrontierConfigError, match=r"SCHEDULER_SERIALIZER must be one of json, "):
+        FrontierConfig.from_settings(Settings({"SCHEDULER_SERIALIZER": "pickle"}), "s")
