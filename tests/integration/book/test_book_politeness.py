@@ -14,6 +14,8 @@ from support.waiting import wait_until
 
 from crawlfleet.demosite.catalogue import Catalogue
 from crawlfleet.demosite.config import BAN_PAGE_MARKER
+from crawlfleet.hub.clock import hub_ms
+from crawlfleet.views.politeness import politeness_snapshot
 
 # The chapter's settings: ten requests at a time, bans retried, no delay.
 CHAPTER = (
@@ -76,6 +78,29 @@ def learned(lab: Lab) -> dict[str, dict[str, float]]:
     return found
 
 
+def held_rate(lab: Lab, key: str) -> float:
+    """The rate ``key`` was held at for most of the crawl once it had met the site's limit: the
+    time-weighted median of its rate history (the dashboard's chart) from its first ban to the
+    last book stored. A single reading at the end can fall in the short dip after a late ban."""
+    client = redis.Redis.from_url(lab.redis_url)
+    end = int(client.xrevrange("book:items", count=1)[0][0].split(b"-")[0]) / 1000
+    history = politeness_snapshot(client, "book", hub_ms(client))["history"][key]
+    client.close()
+    bans = [i for i, (_, _, why) in enumerate(history) if why == "ban"]
+    assert bans, f"{key} never met the site's limit: {history}"
+    steps = history[bans[0] :]
+    spans = sorted(
+        (rate, max(min(until, end) - at, 0.0))
+        for (at, rate, _), (until, _, _) in zip(steps, [*steps[1:], [end, 0, ""]], strict=True)
+    )
+    half, held = sum(seconds for _, seconds in spans) / 2, 0.0
+    for rate, seconds in spans:
+        held += seconds
+        if held >= half:
+            return float(rate)
+    raise AssertionError(f"{key}: no time held after its first ban: {history}")
+
+
 def test_three_proxies_learn_the_sites_limit_of_20_per_second_each(lab: Lab) -> None:
     """Nothing says 20: each (site, proxy) pair starts at 1/s and learns it from the bans."""
     books = 2000
@@ -119,13 +144,16 @@ def test_no_proxies_two_workers_learn_the_sites_limit(lab: Lab) -> None:
     stats = two_workers(lab, env)
     assert_every_book_once(lab, books)
     site = lab.admin("/api/admin/stats")
-    (state,) = learned(lab).values()
+    ((key, state),) = learned(lab).items()
+    held = held_rate(lab, key)
     pages = sum(int(v) for v in dict(site["book_requests"]).values())  # type: ignore[call-overload]
     print(
         f"\npoliteness, no proxies, site at 5/s: {pages} pages, "
-        f"{items_per_second(lab):.2f} books/s, site bans {site['bans']}, learned {state}"
+        f"{items_per_second(lab):.2f} books/s, site bans {site['bans']}, learned {state}, "
+        f"held {held}/s"
     )
-    assert 4 <= state["good"] <= 5.5, state
+    # the rate it held once it had met the limit: most of the time within 0.8 of the limit
+    assert 4 <= held <= 5.5, (held, state)
     assert int(str(site["bans"])) <= 4, site
     assert total(stats, "politeness/responses/banned") <= 0.1 * pages
 
