@@ -157,6 +157,36 @@ def start_two(
     return victim, survivor
 
 
+def start_together(
+    start_worker: Callable[..., Worker],
+    site: Site,
+    settings: dict[str, object],
+    names: list[str],
+    **kwargs: object,
+) -> list[Worker]:
+    """Workers that all join the crawl before it serves a page (or one of them has exited).
+
+    Started one after the other, on a loaded machine the first can finish a small crawl before
+    the next has joined, and a worker that finds a finished crawl seeds it again (start requests
+    are dont_filter): "started together" would then not be what the test ran."""
+    site.gate = threading.Event()
+    workers = [start_worker(site.url, settings, name, **kwargs) for name in names]
+    client = redis.Redis.from_url(str(settings["REDIS_URL"]))
+    try:
+        wait_until(
+            lambda: (
+                client.zcard("site:workers") == len(workers)
+                or any(w.proc.poll() is not None for w in workers)
+            ),
+            "every worker to join the crawl",
+            timeout=120,
+        )
+    finally:
+        client.close()
+        site.gate.set()
+    return workers
+
+
 def assert_crawl_survived(site: Site, workers: list[Worker], bound: int, timeout: float) -> int:
     """After an outage of the frontier's Redis mid-crawl (a failover): every worker finished,
     having noticed and retried; every page was crawled and reached the spider, at most ``bound``

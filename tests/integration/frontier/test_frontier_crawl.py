@@ -11,7 +11,7 @@ import signal
 import pytest
 import redis
 from support.backends import Backend, assert_redis_drained
-from support.crawl import Site, frontier_settings, start_two
+from support.crawl import Site, frontier_settings, start_together, start_two
 from support.waiting import wait_until
 
 QUEUES = [
@@ -124,7 +124,7 @@ def test_sigterm_then_restart_crawls_exactly_the_rest(
 
 def test_workers_started_together_seed_once(site: Site, redis_url: str, start_worker) -> None:
     settings = frontier_settings(redis_url)
-    workers = [start_worker(site.url, settings, name) for name in ("a", "b")]
+    workers = start_together(start_worker, site, settings, ["a", "b"])
     for worker in workers:
         assert worker.wait() == 0
     assert site.hits["/p/0"] == 1

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 
 import pytest
 import redis
-from support.crawl import Site, Worker, frontier_settings
-from support.waiting import wait_until
+from support.crawl import Site, Worker, frontier_settings, start_together
 
 STYLES = ["start_urls", "start_urls_many", "start_requests", "start_mixed", "crawlspider", "seeded"]
 
@@ -58,24 +56,9 @@ def test_every_start_style_crawls_every_page_once(
     if style == "seeded":
         _seed(redis_url, f"{site.url}/p/0")
     settings = frontier_settings(redis_url)
-    # Nothing is served until every worker has joined: on a loaded machine the first could
-    # otherwise finish the crawl before the second starts, and a worker that finds a finished
-    # crawl seeds it again (start requests are dont_filter), so every start page twice.
-    site.gate = threading.Event()
-    started = [
-        start_worker(site.url, settings, f"w{i}", style=style, pages=site.pages)
-        for i in range(workers)
-    ]
+    names = [f"w{i}" for i in range(workers)]
+    started = start_together(start_worker, site, settings, names, style=style, pages=site.pages)
     client = redis.Redis.from_url(redis_url)
-    wait_until(
-        lambda: (
-            client.zcard("site:workers") == workers
-            or any(w.proc.poll() is not None for w in started)
-        ),
-        "every worker to join the crawl",
-        timeout=120,
-    )
-    site.gate.set()
     for worker in started:
         assert worker.wait() == 0, worker.log.read_text()[-3000:]
     summaries = [worker.summary() for worker in started]
