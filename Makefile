@@ -3,6 +3,10 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
+# The integration tests run in parallel, a test file per pytest-xdist worker (a file's module
+# fixtures stay in one process; each worker starts its own servers on free ports).
+INTEGRATION_WORKERS ?= 2
+PARALLEL := -n $(INTEGRATION_WORKERS) --dist loadfile
 # Debian's docker client first: it matches the dockerd that scripts/dockerd.sh starts.
 export PATH := $(CURDIR)/$(VENV)/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -27,8 +31,8 @@ unit: ## fast tests, no servers (no root either)
 	@scripts/venv.sh
 	$(PYTEST) tests/unit
 
-integration: install ## real redis-server, real HTTP servers, real crawls on loopback
-	$(PYTEST) tests/integration
+integration: install ## real redis-server, real HTTP servers, real crawls on loopback, $(INTEGRATION_WORKERS) files at a time
+	$(PYTEST) $(PARALLEL) tests/integration
 
 lab: install ## Docker hosts running systemd, vagrant up, ansible-playbook
 	$(PYTEST) tests/lab
@@ -63,7 +67,7 @@ fuzz: install ## the property-based tests of hostile input with a large budget (
 test: ## everything, in order, stopping at the first failure: install, check (lint, unit), integration, lab
 	@scripts/install-deps.sh
 	@$(MAKE) --no-print-directory check
-	$(PYTEST) --durations=25 tests/integration
+	$(PYTEST) $(PARALLEL) --durations=25 tests/integration
 	$(PYTEST) --durations=25 tests/lab
 
 demo: install ## bring up the lab, provision it with site.yml, crawl the demo site with workers b and c, sum it up
