@@ -118,14 +118,16 @@ def test_three_proxies_learn_the_sites_limit_of_20_per_second_each(lab: Lab) -> 
     keys = {k: v for k, v in learned(lab).items() if "@" in k}
     assert len(keys) == 3, keys
     rates = sorted(round(v["good"], 2) for v in keys.values())
+    held = sorted(held_rate(lab, key) for key in keys)
     rate = items_per_second(lab)
     print(
         f"\npoliteness, 3 proxies x 20/s, nothing configured: {books} books at {rate:.1f} books/s "
         f"({rate / 60:.2f} of the 60/s limit), {responses} responses, {banned} banned, "
-        f"site bans {site['bans']}; learned {rates}"
+        f"site bans {site['bans']}; learned {rates}, held {held}"
     )
-    # each pair learned the limit: at least 0.8 of it, never above what the site allowed clean
-    assert all(16 <= v["good"] <= 21 for v in keys.values()), keys
+    # each pair learned the limit: once it had met it, it held at least 0.8 of it most of the
+    # time, never above what the site allowed clean
+    assert all(16 <= rate <= 21 for rate in held), (held, keys)
     # the search costs a few bans per pair, each a handful of responses under way
     assert int(str(site["bans"])) <= 5 * 3, site
     assert banned <= 0.05 * responses, (banned, responses)
