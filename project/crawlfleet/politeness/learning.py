@@ -1,13 +1,13 @@
-"""What a politeness key has learned, read from its state hash: one decoder and one phase rule
-for the budget, ``crawlfleet status``, the dashboard and ``/metrics``.
+"""What a politeness key has learned, read from its state hash: one decoder and one phase rule for
+the budget, ``crawlfleet status``, the dashboard and ``/metrics``.
 
 A key's hash (``SpiderKeys(namespace).politeness(key)``, written by ``lua/state.lua``) holds
 numbers only; ``why`` is a code (:data:`WHY`). The phase says where the controller
-(``crawlfleet.politeness.budget``) stands: ``growing`` (slow start: no ceiling seen),
-``backing off`` (a ban or a slow-down moved the rate in the last BACKING_OFF seconds),
-``cooling down`` (the site's Retry-After or the pair's cool-down holds the key), ``probing`` (a
-rate above the last clean one is being tried) or ``holding`` (just under the ceiling).
-"""
+(``crawlfleet.politeness.budget``) stands: ``growing`` (slow start: no ceiling seen; or back up
+under one after a ban halved the rate), ``backing off`` (a ban or a slow-down moved the rate in
+the last BACKING_OFF seconds), ``cooling down`` (the site's Retry-After or the pair's cool-down
+holds the key), ``probing`` (a rate above the last clean one is being tried) or ``holding``
+(just under the ceiling)."""
 
 from __future__ import annotations
 
@@ -79,8 +79,8 @@ def phase(fields: dict[str, float], now_ms: float) -> str:
     learned = fields.get("learned", 0.0)
     if last in ("ban", "slow-down") and now_ms - learned < BACKING_OFF * 1000:
         return "backing off"
-    if fields.get("bad", 0.0) <= 0:
-        return "growing"
+    if fields.get("bad", 0.0) <= 0 or last == "clean window":
+        return "growing"  # slow start, or back up under a ceiling after a halving
     if last == "probe":
         return "probing"
     return "holding"

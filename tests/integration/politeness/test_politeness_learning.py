@@ -5,9 +5,9 @@ Nothing about the site is configured: every key starts at the default rate with 
 
 What is asserted is what the issue asks of the controller: slow start, then within a minute at
 0.9 of the limit or more with few bans; each (site, proxy) key on its own; a lowered limit
-followed within 30 s; a raised one found; a site that bans everything slows the key to its
-floor; a target that slows down before it bans is backed off; a second crawl starts from what
-the first learned."""
+followed within 30 s, one just under the held rate not held at half of it; a raised one found; a
+site that bans everything slows the key to its floor; a target that slows down before it bans is
+backed off; a second crawl starts from what the first learned."""
 
 from __future__ import annotations
 
@@ -176,6 +176,27 @@ def test_a_lowered_limit_is_followed_within_30_s_and_a_raised_one_found(
     print(f"10 -> 30/s: at 0.9 of the new limit after {found} s, {site.bans - bans_after} bans")
     assert found is not None
     assert b.state("shop.example").good >= 27
+
+
+def test_a_limit_lowered_just_under_the_held_rate_is_not_held_at_half_of_it(
+    redis_client: redis.Redis,
+) -> None:
+    """20 -> 15/s: the key holding 20 is banned there (it holds 18, under that new ceiling),
+    then banned at 18 with no clean rate known: the backoff halves it to 9. It grows back from
+    there; it once held 9 (0.6 of the limit) for two minutes, until its next probe."""
+    clock, site = Clock(), Site(limit=20)
+    b = budget(redis_client, clock)
+    key = {"shop.example": "a"}
+    crawl(b, clock, site, key, 90)
+    site.limit = 15
+    changed, bans = clock.now, site.bans
+    tally = crawl(b, clock, site, key, 90)["shop.example"]
+    after = first_time_at(tally, 0.9 * 15, changed, clock.now)
+    state = b.state("shop.example")
+    print(f"\n20 -> 15/s: back at 0.9 of it after {after} s, {site.bans - bans} bans; {state}")
+    assert after is not None and after <= 60
+    assert 0.9 * 15 <= state.good <= 15.3
+    assert site.bans - bans <= 3
 
 
 def test_a_site_that_bans_everything_slows_the_key_to_its_floor(

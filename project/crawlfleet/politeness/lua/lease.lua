@@ -5,8 +5,9 @@
 --   * the window's mean response time above LATF times the key's baseline (and SLOW_MS above
 --     it): the target slows down before it bans; back off as a ban would, without a cool-down;
 --   * a clean window that carried at least half its budget: its rate is clean (`good`). With no
---     ceiling seen the rate grows GROWTH times (slow start; with a ceiling but no clean rate,
---     up to PRECISION under it); with one (`bad`) far above, the next
+--     ceiling seen the rate grows GROWTH times (slow start); with a ceiling but no clean rate
+--     known before the window (a ban halved it), it grows back PROBE a window up to PRECISION
+--     under the ceiling; with one (`bad`) far above, the next
 --     probe tries halfway between (a binary search); within PRECISION of it, the key holds the
 --     clean rate and, every probe gap, tries PROBE above it (a small additive probe). A clean
 --     window at or above the ceiling forgets it: the site raised its limit, and the key grows
@@ -47,6 +48,9 @@ if ended then
     S.learned, S.why = NOW, WHY.slow
   elseif loaded then
     local r = S.rate
+    -- a key cut under a ceiling with no clean rate known below it (a ban or a slow-down halved
+    -- it), or growing back from there: it grows back PROBE a window, up to PRECISION under it
+    local regrow = S.bad > 0 and (S.good <= 0 or S.why == WHY.grow)
     if r > S.good then
       -- a probe that came through clean: the next one may come sooner
       if S.why == WHY.probe then S.gap = math.max(S.gap / 2, INTERVAL) end
@@ -63,8 +67,8 @@ if ended then
       S.rate, S.why = r * growth, WHY.grow
     else
       local top = S.bad * (1 - PRECISION)
-      if S.good <= 0 then
-        S.rate, S.why = math.min(r * GROWTH, top), WHY.grow
+      if regrow and S.good < top then
+        S.rate, S.why = math.min(r * (1 + PROBE), top), WHY.grow
       elseif NOW < S.probe then
         S.rate, S.why = S.good, WHY.hold
       elseif S.good < top then
