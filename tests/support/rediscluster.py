@@ -209,7 +209,9 @@ def start_redis_cluster(workdir: Path, timeout: float = 60, replicas: int = 1) -
     wait until ready."""
     group = RedisClusterGroup(workdir)
     try:
-        group.nodes += [_node(group, i) for i in range(PRIMARIES * (1 + replicas))]
+        for i in range(PRIMARIES * (1 + replicas)):
+            # one at a time: a node that fails to start stops the ones already running
+            group.nodes.append(_node(group, i))
         addresses = [f"127.0.0.1:{n.port}" for n in group.nodes]
         create = [_cli(), "-a", group.password, "--no-auth-warning", "--cluster", "create"]
         create += [*addresses, "--cluster-replicas", str(replicas), "--cluster-yes"]
