@@ -76,8 +76,14 @@ if [ ${#missing[@]} -gt 0 ] || [ ${#backports_missing[@]} -gt 0 ] || [ -n "${vag
 fi
 # Debian starts these on install; our tests start their own instances on free ports (prometheus:
 # only its promtool is used, to check the alert rules).
+# Without systemd, only a running RabbitMQ is stopped: its init script's stop runs rabbitmqctl,
+# which leaves an epmd daemon on port 4369 behind when no broker was running.
 for svc in redis-server valkey-server rabbitmq-server tinyproxy prometheus; do
-  systemctl disable --now "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
+  systemctl disable --now "$svc" >/dev/null 2>&1 && continue
+  if [ "$svc" = rabbitmq-server ] && ! pgrep -u rabbitmq beam.smp >/dev/null 2>&1; then
+    continue
+  fi
+  service "$svc" stop >/dev/null 2>&1 || true
 done
 # Masked too: valkey-server.service would take port 6379 beside redis-server's (its own default).
 systemctl mask valkey-server.service >/dev/null 2>&1 || true
