@@ -29,14 +29,19 @@ def total(stats: list[dict[str, object]], name: str) -> int:
     return sum(int(str(s.get(name, 0))) for s in stats)
 
 
+def stored_ms(entries: list[tuple[bytes, object]]) -> int:
+    """When the first of ``entries`` (an XRANGE reply of book:items) was stored: the ms of its
+    id (the hub's clock)."""
+    return int(entries[0][0].split(b"-")[0])
+
+
 def items_per_second(lab: Lab) -> float:
     """Books a second from the first to the last item the workers stored (stream ids are ms)."""
     client = redis.Redis.from_url(lab.redis_url)
     first, last = client.xrange("book:items", count=1), client.xrevrange("book:items", count=1)
     count = client.xlen("book:items")
     client.close()
-    ms = int(last[0][0].split(b"-")[0]) - int(first[0][0].split(b"-")[0])
-    return (count - 1) / max(ms / 1000, 0.001)
+    return (count - 1) / max((stored_ms(last) - stored_ms(first)) / 1000, 0.001)
 
 
 def assert_every_book_once(lab: Lab, books: int) -> None:
@@ -83,7 +88,7 @@ def held_rate(lab: Lab, key: str) -> float:
     time-weighted median of its rate history (the dashboard's chart) from its first ban to the
     last book stored. A single reading at the end can fall in the short dip after a late ban."""
     client = redis.Redis.from_url(lab.redis_url)
-    end = int(client.xrevrange("book:items", count=1)[0][0].split(b"-")[0]) / 1000
+    end = stored_ms(client.xrevrange("book:items", count=1)) / 1000
     history = politeness_snapshot(client, "book", hub_ms(client))["history"][key]
     client.close()
     bans = [i for i, (_, _, why) in enumerate(history) if why == "ban"]
