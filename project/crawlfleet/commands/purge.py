@@ -1,7 +1,10 @@
 """`crawlfleet purge SPIDER`: delete every key of a crawl, after asking (``--yes`` skips asking).
 
 Keys are found with ``SCAN MATCH <spider>:*`` (never ``KEYS``) and removed with ``UNLINK`` in
-batches. A crawl with live workers is refused unless ``--force`` (they would write it again).
+batches, but ``<spider>:politeness:*``: what the sites' limits taught the politeness budget
+outlives the crawl (``POLITENESS_MEMORY``; ``crawlfleet politeness SPIDER --reset`` forgets it),
+as it does for a crawl whose ``POLITENESS_NAMESPACE`` is another name. A crawl with live
+workers is refused unless ``--force`` (they would write it again).
 A Bloom filter configured outside the ``<spider>:`` prefix (``BLOOMFILTER_KEY``) is not touched.
 Keys of any type are deleted; a ``<spider>:workers`` key that is not a sorted set (so live workers
 cannot be counted) is named and needs ``--force``.
@@ -33,14 +36,27 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
-def spider_keys(client: redis.Redis, spider: str, shards: int = 1) -> list[bytes]:
-    """Every key of the crawl, in each of its ``shards`` (its shard record among them)."""
+def spider_keys(client: redis.Redis, spider: str, shards: int = 1) -> tuple[list[bytes], int]:
+    """Every key of the crawl, in each of its ``shards`` (its shard record among them), but
+    its politeness keys; and how many of those there are (what the sites taught, kept)."""
     home = SpiderKeys.for_client(spider, client)
-    return [
+    kept = home.politeness_prefix.encode()
+    found = [
         key
         for keys in home.of_shards(shards)
         for key in client.scan_iter(match=keys.glob, count=SCAN_COUNT)
     ]
+    crawl = [key for key in found if not key.startswith(kept)]
+    return crawl, len(found) - len(crawl)
+
+
+def _kept(spider: str, count: int) -> str:
+    return (
+        f"{count} politeness key(s) kept: what the sites taught the budget "
+        f"(crawlfleet politeness {spider} --reset forgets it)"
+        if count
+        else ""
+    )
 
 
 def _alive(client: redis.Redis, spider: str, where: str, force: bool) -> int:
@@ -73,9 +89,10 @@ def _run(args: argparse.Namespace) -> int:
     client = connect(args.redis_url)
     where = mask_url(args.redis_url)
     shards = len(crawl_shards(client, args.spider))
-    keys = spider_keys(client, args.spider, shards)
+    keys, kept = spider_keys(client, args.spider, shards)
     if not keys:
-        raise LookupError(f"no keys of spider {args.spider!r} at {where} (nothing to purge)")
+        also = f"; {_kept(args.spider, kept)}" if kept else ""
+        raise LookupError(f"no keys of spider {args.spider!r} at {where} (nothing to purge{also})")
     alive = _alive(client, args.spider, where, args.force)
     if alive and not args.force:
         raise RuntimeError(
@@ -84,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     if not args.yes and not _confirm(
         f"Delete {len(keys)} key(s) of spider {args.spider!r} at {where} "
-        f"(queue, fingerprints, items, stats)?"
+        f"(queue, fingerprints, items, stats; not what its politeness keys learned)?"
     ):
         print(f"crawlfleet purge: aborted; nothing deleted from {where}", file=sys.stderr)
         return 1
@@ -92,10 +109,12 @@ def _run(args: argparse.Namespace) -> int:
     for i in range(0, len(keys), BATCH):
         removed += int(client.unlink(*keys[i : i + BATCH]))
     # Keys written while we were asking (a late worker) are caught by a second pass.
-    late = spider_keys(client, args.spider, shards)
+    late, kept = spider_keys(client, args.spider, shards)
     if late:
         removed += int(client.unlink(*late))
     print(f"removed {removed} key(s) of {args.spider} from {where}")
+    if kept:
+        print(_kept(args.spider, kept))
     return 0
 
 

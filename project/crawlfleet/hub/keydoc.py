@@ -231,7 +231,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "Crawl-delay), `cool` (ms, cool-down end), `window`, `oks`, `pok`, `pwin`, `bans`, "
         "`banned` (ms), and what it learned: `good` (highest clean rate), `bad` (ceiling), "
         "`probe` (ms), `gap` (ms), `lat`, `latn`, `base` (ms), `learned` (ms), `why` (code); "
-        "expires `POLITENESS_MEMORY` (a week) after its last use",
+        "expires `POLITENESS_MEMORY` (a week) after its last use; `crawlfleet purge` keeps "
+        "every `<spider>:politeness:*` key (`crawlfleet politeness --reset` forgets them)",
         placeholder="<key>",
     ),
     KeyDoc(

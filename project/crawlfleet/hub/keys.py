@@ -371,6 +371,12 @@ class SpiderKeys:
     def politeness_history(self) -> str:
         return self._key("politeness", "history")
 
+    @property
+    def politeness_prefix(self) -> str:
+        """What every politeness key under this prefix starts with: what the sites taught the
+        budget, which outlives a crawl (``crawlfleet purge`` keeps it, ``POLITENESS_MEMORY``)."""
+        return self._key("politeness", "")
+
 
 _FRONTIER_SUFFIX = SpiderKeys("").frontier
 #: SCAN MATCH pattern of the hashes every worker writes at start: how spiders are discovered.

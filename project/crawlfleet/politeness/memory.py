@@ -83,7 +83,8 @@ def row(key: str, fields: dict[str, float], now_ms: float, used_ms: float) -> di
 def forget(client: redis.Redis, namespace: str, site: str | None = None) -> int:
     """Delete what ``namespace``'s keys learned — every key, or those of ``site`` (its own key
     and every ``site@proxy``); how many were deleted. A worker still crawling the site starts
-    the key again at its start rate."""
+    the key again at its start rate. Forgetting every key forgets their recent bans and the
+    history of their rates too."""
     keys = SpiderKeys.for_client(namespace, client)
     prefix = keys.politeness("")
     names = [text(n) for n in cast(list[bytes | str], client.zrange(keys.politeness_index, 0, -1))]
@@ -98,4 +99,6 @@ def forget(client: redis.Redis, namespace: str, site: str | None = None) -> int:
             pipe.delete(name)
         deleted += sum(int(n) for n in pipe.execute())
         client.zrem(keys.politeness_index, *batch)
+    if site is None:
+        client.delete(keys.politeness_bans, keys.politeness_history)
     return deleted

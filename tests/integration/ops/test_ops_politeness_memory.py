@@ -138,3 +138,39 @@ def test_bad_input_is_one_line_and_changes_nothing(
     assert code == 2, err
     assert message in err and len(err.strip().splitlines()) == 1
     assert sorted(redis_client.keys("book:politeness:*")) == before
+
+
+def test_purge_keeps_what_the_keys_learned_and_the_next_budget_starts_from_it(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The promise of POLITENESS_MEMORY: ``crawlfleet purge`` deletes the crawl, not what the
+    sites taught its politeness keys; ``politeness --reset`` is what forgets that."""
+    redis_client.flushdb()
+    teach(redis_client)
+    learned = {k: redis_client.dump(k) for k in redis_client.scan_iter(match="book:politeness:*")}
+    assert len(learned) >= 4  # three state hashes, the index, the bans, the history
+    redis_client.hset("book:frontier", "spider", "book")  # the crawl's own keys
+    redis_client.zadd("book:requests", {"r1": 0})
+    redis_client.hset("book:stats", "scheduler/enqueued", 1)
+    code = cli.main(["purge", "book", "--yes", "--redis-url", redis_url])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.splitlines() == [
+        f"removed 3 key(s) of book from {redis_url}",
+        f"{len(learned)} politeness key(s) kept: what the sites taught the budget "
+        "(crawlfleet politeness book --reset forgets it)",
+    ]
+    assert {k: redis_client.dump(k) for k in redis_client.scan_iter(match="book:*")} == learned
+    # a new crawl's budget starts at what the key learned, not at POLITENESS_RATE (1/s)
+    fresh = Budget(redis_client, PolitenessConfig.from_settings(Settings({}), "book"))
+    assert fresh.state("shop.test@p2:3128").rate == 16.0
+    # nothing of the crawl left: said in one line, which names what is kept
+    code = cli.main(["purge", "book", "--yes", "--redis-url", redis_url])
+    _, err = capsys.readouterr()
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert f"(nothing to purge; {len(learned)} politeness key(s) kept" in err
+    code, _, _ = politeness(capsys, "book", "--reset", "--yes", "--redis-url", redis_url)
+    assert code == 0
+    code = cli.main(["purge", "book", "--yes", "--redis-url", redis_url])
+    _, err = capsys.readouterr()
+    assert code == 1 and err.strip().endswith("(nothing to purge)")
