@@ -494,7 +494,10 @@ def print_summary(
 
 def demo(timeout: float) -> int:
     crawl = LabCrawl()
-    print(f"==> resetting the crawl '{crawl.spider}' (crawler units stopped, its keys purged)")
+    print(
+        f"==> resetting the crawl '{crawl.spider}' (crawler units stopped, its keys purged "
+        "but what its politeness keys learned)"
+    )
     crawl.reset()
     print(
         "==> ansible-playbook ansible/playbooks/crawl.yml -e crawler_crawl_action=start "

@@ -146,6 +146,10 @@ def test_two_workers_crawl_three_shards_and_one_is_killed(
         assert {key_slot(k.encode()) for k in keys} <= {key_slot(s.prefix.encode()) for s in SHARDS}
         assert len({k.split(":")[0] for k in keys}) <= 1, keys
     assert cli.main(["purge", "site", "-y", "--redis-url", cluster.url()]) == 0
+    # every shard's keys are gone; what the politeness keys learned stays, in the home slot
+    left = [k for keys in cluster.keys_by_node().values() for k in keys]
+    assert left and all(k.startswith("{site}:politeness:") for k in left), left
+    assert cli.main(["politeness", "site", "--reset", "-y", "--redis-url", cluster.url()]) == 0
     assert not any(cluster.keys_by_node().values())
 
 
