@@ -91,6 +91,7 @@ def test_every_key_is_documented_once() -> None:
         and name
         not in (
             *("spider", "tagged", "for_url", "for_client", "prefix", "glob"),
+            "politeness_prefix",  # what the politeness keys start with, no key
             *("shard", "shards", "of_shards", "home"),  # a sharded crawl's shards
         )
     }
