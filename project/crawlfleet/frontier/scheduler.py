@@ -23,17 +23,16 @@ from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 
 from crawlfleet.frontier import preflight, scripts
-from crawlfleet.frontier.base import FrontierScheduler, build_dupefilter
+from crawlfleet.frontier.base import build_dupefilter
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
-from crawlfleet.frontier.leases import Lease, dead_entry, failed_entry
+from crawlfleet.frontier.feed import StartUrlFeed
+from crawlfleet.frontier.leases import Lease, failed_entry
 from crawlfleet.frontier.liveness import Liveness
 from crawlfleet.frontier.queues import RedisQueue
 from crawlfleet.frontier.serialization import RequestCodec
-from crawlfleet.frontier.shards import Shard, record_shard_count, shard_of
-from crawlfleet.frontier.startfeed import StartEntryError, request_from_entry
+from crawlfleet.frontier.shards import ClusterStatus, Shard, record_shard_count, shard_of
 from crawlfleet.hub.connect import redis_from_settings
-from crawlfleet.politeness.budget import site_key
 from crawlfleet.politeness.pacer import pacer_for
 
 if TYPE_CHECKING:
@@ -42,45 +41,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class ClusterStatus:
-    """What the last round trip saw of the whole crawl."""
-
-    def __init__(self, raw: list[Any] | None = None) -> None:
-        raw = raw or [0, 0, 0, 0, b"", 0]
-        self.queued = int(raw[0])
-        self.leased_by_others = int(raw[1])
-        self.leased_by_me = int(raw[2])
-        self.start_urls = int(raw[3])
-        seeding = raw[4]
-        self.seeding = seeding.decode() if isinstance(seeding, bytes) else str(seeding)
-        # `crawlfleet pause SPIDER`: hand out nothing, keep leases alive, never finish
-        self.paused = bool(int(raw[5]))
-
-    @classmethod
-    def of_shards(cls, shards: list[ClusterStatus]) -> ClusterStatus:
-        """The whole crawl from its shards' last statuses: queued and leased summed, start URLs
-        and the seeder from the home shard (the first), paused if any shard is."""
-        whole = cls()
-        home = shards[0]
-        whole.queued = sum(s.queued for s in shards)
-        whole.leased_by_others = sum(s.leased_by_others for s in shards)
-        whole.leased_by_me = sum(s.leased_by_me for s in shards)
-        whole.start_urls, whole.seeding = home.start_urls, home.seeding
-        whole.paused = any(s.paused for s in shards)
-        return whole
-
-    def busy(self, me: str) -> bool:
-        """Whether anything anywhere may still produce or hold requests (besides our own work)."""
-        return bool(
-            self.queued
-            or self.leased_by_others
-            or self.start_urls
-            or self.seeding not in ("", me)
-            or self.paused
-        )
-
-
-class Scheduler(FrontierScheduler):
+class Scheduler(StartUrlFeed):
     """``SCHEDULER = "crawlfleet.frontier.scheduler.Scheduler"``."""
 
     BACKEND = "redis"
@@ -367,19 +328,6 @@ class Scheduler(FrontierScheduler):
     def _filter_for(self, request: Request) -> RedisDupeFilter:
         return self.shards[self._shard_of(request.url)].df
 
-    def _shard_of(self, url: str) -> int:
-        """The shard of a request to ``url``: its politeness key's (SCHEDULER_SHARDS)."""
-        if len(self.shards) == 1:
-            return 0
-        return shard_of(site_key(url, self.config.site_kind), len(self.shards))
-
-    def _item(self, request: Request, check: tuple[str, bytes]) -> list[Any]:
-        """ENQUEUE script arguments: dupefilter key and argument, payload, priority, site."""
-        payload, dead = self._encode(request)
-        if dead:
-            return ["!dead", dead, b"", "0", ""]
-        return [check[0], check[1], payload, str(request.priority), self.queue.site(request.url)]
-
     def _look_further(self) -> bool:
         """Pop more into the buffer (politeness lookahead) when the queue has some: from a keyed
         queue, only requests of other sites than the buffered ones (which must all wait)."""
@@ -583,88 +531,6 @@ class Scheduler(FrontierScheduler):
                 shard.dead.append((lease_id, dead))
                 continue
             self._buffer.append(Lease(lease_id, payload, request, shard=shard.index))
-
-    def _feed(self) -> None:
-        """Move one batch from the start_urls key into the queue (dedup'ed, atomically)."""
-        assert self.spider is not None
-        key, size = self.config.start_urls_key, self.config.start_urls_batch_size
-        raws: list[bytes]
-        try:
-            if self.config.start_urls_as_set:
-                raws = list(self.client.srandmember(key, size))  # type: ignore[arg-type]
-            else:
-                raws = list(self.client.lrange(key, 0, size - 1))  # type: ignore[arg-type]
-        except redis.RedisError as exc:
-            self._redis_error("start_urls", exc)
-            return
-        assert self.codec is not None
-        args: list[Any] = [*self._args]
-        refused: set[int] = set()  # entries dead-lettered here (counted once Redis took them)
-        # entries of another shard than the home shard: pushed there first, then removed
-        moved: list[tuple[bytes, list[Any], Request, int]] = []
-        for raw in raws:
-            try:
-                request = request_from_entry(bytes(raw), self.spider, self.codec.policy)
-                shard = self.shards[self._shard_of(request.url)]
-                check = ("", b"") if request.dont_filter else shard.df.script_item(request)
-                item = self._item(request, check)
-                if shard is not self.home:
-                    moved.append((bytes(raw), item, request, shard.index))
-                    continue
-            except Exception as exc:  # StartEntryError, or whatever an odd request raises
-                reason = str(exc) if isinstance(exc, StartEntryError) else repr(exc)[:200]
-                logger.warning(
-                    "Start URL entry moved to the dead-letter list: %s",
-                    reason,
-                    extra={"spider": self.spider},
-                )
-                refused.add((len(args) - len(self._args)) // 6)  # its place in the results
-                item = [
-                    "!dead",
-                    dead_entry(bytes(raw), reason, self.worker, "start_urls"),
-                    b"",
-                    "0",
-                    "",
-                ]
-            args.extend([raw, *item])
-        if moved:
-            self._move_start_urls(moved)
-        if len(args) == len(self._args):
-            return
-        try:
-            results = self._feed_script(keys=self._keys, args=args)
-        except redis.RedisError as exc:
-            self._redis_error("start_urls", exc)
-            return
-        counted = [int(r) for r in results]
-        dead_here = sum(1 for i in refused if counted[i] == 2)
-        if dead_here:
-            self.stats.inc_value("scheduler/deadletter", dead_here)
-        self._count([r for r in counted if r >= 0])
-        fed = counted.count(1)
-        if fed:
-            self.home.status.queued += fed
-            self._count_enqueued(fed)
-
-    def _move_start_urls(self, moved: list[tuple[bytes, list[Any], Request, int]]) -> None:
-        """Start-URL entries of shards other than the home shard: enqueued into their shard
-        (de-duplicated there), then removed from the start-URLs key. A crash in between leaves
-        the entry to be fed again, and its fingerprint filters it then (a ``dont_filter`` entry
-        may be crawled twice)."""
-        self._pending.extend((item, request, shard) for _, item, request, shard in moved)
-        if self._flush_pending(now=True) is None:
-            return
-        key = self.config.start_urls_key
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            for raw, *_ in moved:
-                if self.config.start_urls_as_set:
-                    pipe.srem(key, raw)
-                else:
-                    pipe.lrem(key, 1, raw)  # type: ignore[arg-type]
-            pipe.execute()
-        except redis.RedisError as exc:
-            self._redis_error("start_urls", exc)
 
     # -- timers and signals -------------------------------------------------------------------
 

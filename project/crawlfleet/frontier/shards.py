@@ -52,6 +52,44 @@ def record_shard_count(client: Any, keys: SpiderKeys, shards: int, *data: str) -
         )
 
 
+class ClusterStatus:
+    """What the last round trip saw of the whole crawl."""
+
+    def __init__(self, raw: list[Any] | None = None) -> None:
+        raw = raw or [0, 0, 0, 0, b"", 0]
+        self.queued = int(raw[0])
+        self.leased_by_others = int(raw[1])
+        self.leased_by_me = int(raw[2])
+        self.start_urls = int(raw[3])
+        seeding = raw[4]
+        self.seeding = seeding.decode() if isinstance(seeding, bytes) else str(seeding)
+        # `crawlfleet pause SPIDER`: hand out nothing, keep leases alive, never finish
+        self.paused = bool(int(raw[5]))
+
+    @classmethod
+    def of_shards(cls, shards: list[ClusterStatus]) -> ClusterStatus:
+        """The whole crawl from its shards' last statuses: queued and leased summed, start URLs
+        and the seeder from the home shard (the first), paused if any shard is."""
+        whole = cls()
+        home = shards[0]
+        whole.queued = sum(s.queued for s in shards)
+        whole.leased_by_others = sum(s.leased_by_others for s in shards)
+        whole.leased_by_me = sum(s.leased_by_me for s in shards)
+        whole.start_urls, whole.seeding = home.start_urls, home.seeding
+        whole.paused = any(s.paused for s in shards)
+        return whole
+
+    def busy(self, me: str) -> bool:
+        """Whether anything anywhere may still produce or hold requests (besides our own work)."""
+        return bool(
+            self.queued
+            or self.leased_by_others
+            or self.start_urls
+            or self.seeding not in ("", me)
+            or self.paused
+        )
+
+
 @dataclass(eq=False)
 class Shard:
     """What a worker keeps for one shard: its names, queue and dupefilter, the scripts' KEYS
@@ -64,7 +102,7 @@ class Shard:
     df: RedisDupeFilter
     script_keys: list[str]
     args: list[str]
-    status: Any = None
+    status: ClusterStatus = field(default_factory=ClusterStatus)
     acks: list[str] = field(default_factory=list)
     fails: list[tuple[str, str]] = field(default_factory=list)
     dead: list[tuple[str, str]] = field(default_factory=list)
