@@ -41,6 +41,54 @@ from crawlfleet.service.http import GuardPolicy, install_guard, json_error
 from crawlfleet.service.redisfail import RedisFailure, RedisGuard
 
 
+def _health(
+    settings: Settings, dash: Dashboard, client: redis.Redis, redis_guard: RedisGuard
+) -> Handler:
+    """``/health``, unauthenticated: Redis is named by host, port and database only, never by
+    its URL."""
+
+    async def health(request: Request) -> Response:
+        location = redis_location(settings.redis_url)
+        sample_error = dash.sample_error
+        body: dict[str, Any] = {
+            "status": "ok",
+            "redis": "ok",
+            "redis_url": location,
+            "last_sample": dash.last_sample,
+            "sample_error": sample_error and sample_error.replace(dash.where, location),
+        }
+        try:
+            await redis_guard.run(lambda: run_in_threadpool(client.ping))
+        except RedisFailure as exc:
+            error = str(exc).replace(dash.where, location)
+            body.update(status="unavailable", redis=f"error: {error}")
+            return JSONResponse(body, status_code=503)
+        return JSONResponse(body)
+
+    return health
+
+
+def _lifespan(settings: Settings, dash: Dashboard, client: redis.Redis, sampler: bool) -> Any:
+    """The dashboard's sampler and alert monitor, running while the app serves (``sampler``)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.ensure_future(dash.run_sampler()) if sampler else None
+        interval, webhook = settings.sample_interval, settings.alert_webhook
+        monitor = Monitor(client, settings.redis_url, dash.spiders, interval, webhook)
+        alerting = asyncio.ensure_future(monitor.run()) if sampler else None
+        try:
+            yield
+        finally:
+            for running in (task, alerting):
+                if running is not None:
+                    running.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await running
+
+    return lifespan
+
+
 def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True) -> Starlette:
     dash = Dashboard(settings, client)
     # The sync client runs in worker threads: the deadline answers for it, the thread finishes.
@@ -74,48 +122,14 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
             view = None
         return Response(metrics.render(view), media_type=metrics.CONTENT_TYPE)
 
-    async def health(request: Request) -> Response:
-        # Unauthenticated: Redis is named by host, port and database only, never the URL.
-        location = redis_location(settings.redis_url)
-        sample_error = dash.sample_error
-        body: dict[str, Any] = {
-            "status": "ok",
-            "redis": "ok",
-            "redis_url": location,
-            "last_sample": dash.last_sample,
-            "sample_error": sample_error and sample_error.replace(dash.where, location),
-        }
-        try:
-            await redis_guard.run(lambda: run_in_threadpool(client.ping))
-        except RedisFailure as exc:
-            error = str(exc).replace(dash.where, location)
-            body.update(status="unavailable", redis=f"error: {error}")
-            return JSONResponse(body, status_code=503)
-        return JSONResponse(body)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        task = asyncio.ensure_future(dash.run_sampler()) if sampler else None
-        interval, webhook = settings.sample_interval, settings.alert_webhook
-        monitor = Monitor(client, settings.redis_url, dash.spiders, interval, webhook)
-        alerting = asyncio.ensure_future(monitor.run()) if sampler else None
-        try:
-            yield
-        finally:
-            for running in (task, alerting):
-                if running is not None:
-                    running.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await running
-
     app = Starlette(
         routes=[
             Route("/", guarded(page)),
             Route("/api/status", guarded(status)),
             Route("/metrics", guarded(metrics_endpoint)),
-            Route("/health", health),
+            Route("/health", _health(settings, dash, client, redis_guard)),
         ],
-        lifespan=lifespan,
+        lifespan=_lifespan(settings, dash, client, sampler),
     )
     install_guard(
         app,

@@ -47,6 +47,16 @@ FRONTIER_COUNTERS = (
 )
 
 
+#: ``spiders[]`` fields summed from the crawl's statistics (every shard's): (field, statistic).
+SUMMED_COUNTERS = (
+    ("acked", "scheduler/acked"),
+    ("enqueued", "scheduler/enqueued"),
+    ("dequeued", "scheduler/dequeued"),
+    ("requeued", "scheduler/requeued"),
+    ("filtered", "dupefilter/filtered"),
+)
+
+
 class UnknownSpiderError(LookupError):
     """No crawl of that name on this Redis; the message lists the spiders that are there."""
 
@@ -303,11 +313,7 @@ def spider_snapshot(
         "queued": queued if isinstance(queued, int) else None,
         "start_urls": start_urls if isinstance(start_urls, int) else None,
         "leased": sum(r["leased"] for r in worker_rows),
-        "acked": as_int(stats.get("scheduler/acked")),
-        "enqueued": as_int(stats.get("scheduler/enqueued")),
-        "dequeued": as_int(stats.get("scheduler/dequeued")),
-        "requeued": as_int(stats.get("scheduler/requeued")),
-        "filtered": as_int(stats.get("dupefilter/filtered")),
+        **{field: as_int(stats.get(name)) for field, name in SUMMED_COUNTERS},
         "failed": failed if isinstance(failed, int) else None,
         "deadletter": dead if isinstance(dead, int) else None,
         "items": items if isinstance(items, int) else None,
@@ -324,15 +330,8 @@ def spider_snapshot(
         "counters": {k: as_int(stats.get(k)) for k in FRONTIER_COUNTERS},
         "time": round(now, 3),
     }
-    waiting = sum(result[f] or 0 for f in ("queued", "start_urls", "leased"))
-    result["politeness"] = politeness_snapshot(
-        client,
-        frontier.get("politeness_namespace") or spider,
-        now * 1000,
-        waiting=waiting,
-        workers_alive=result["workers_alive"],
-        paused=result["paused"],
-        hub=hub if hub is not None else hub_health(client),
+    result["politeness"] = _politeness(
+        client, frontier.get("politeness_namespace") or spider, now, result, hub
     )
     if with_series:
         result["series"] = {
@@ -340,6 +339,25 @@ def spider_snapshot(
             "throughput": throughput,
         }
     return result
+
+
+def _politeness(
+    client: redis.Redis,
+    namespace: str,
+    now: float,
+    crawl: dict[str, Any],
+    hub: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The crawl's politeness keys and the verdict on what binds it (``hub``: as above)."""
+    return politeness_snapshot(
+        client,
+        namespace,
+        now * 1000,
+        waiting=sum(crawl[f] or 0 for f in ("queued", "start_urls", "leased")),
+        workers_alive=crawl["workers_alive"],
+        paused=crawl["paused"],
+        hub=hub if hub is not None else hub_health(client),
+    )
 
 
 def _queued(raw: Any) -> Any:
