@@ -1,7 +1,7 @@
 """Start URLs into the Redis frontier: the part of the Redis scheduler that feeds them.
 
 While a crawl runs, ``<spider>:start_urls`` (``LPUSH`` by ``crawlfleet seed`` or any scrapy-redis
-style producer) is moved into the queue ``SCHEDULER_START_URLS_BATCH_SIZE`` entries at a time:
+style producer) is moved into the queue ``REDIS_START_URLS_BATCH_SIZE`` entries at a time:
 decoded as a worker will (:mod:`crawlfleet.frontier.startfeed`), de-duplicated and pushed in one
 atomic round trip (``lua/feed.lua``), an entry that cannot become a request dead-lettered. An entry
 of another shard than the home shard (``SCHEDULER_SHARDS``) is enqueued into its shard first and
