@@ -51,11 +51,10 @@ def spider_keys(client: redis.Redis, spider: str, shards: int = 1) -> tuple[list
 
 
 def _kept(spider: str, count: int) -> str:
+    """What purge says of the ``count`` politeness keys it kept (said only when there are some)."""
     return (
         f"{count} politeness key(s) kept: what the sites taught the budget "
         f"(crawlfleet politeness {spider} --reset forgets it)"
-        if count
-        else ""
     )
 
 
