@@ -1,7 +1,8 @@
 """Generate the reference tables in docs/ from their single sources, and check the docs.
 
 Generated: ``docs/reference/roles.md`` (one table per role, from ``roles/*/meta/argument_specs.yml``
-with the defaults of ``roles/*/defaults/main.yml``), the option tables of the hub services and the
+with the defaults of ``roles/*/defaults/main.yml``), the option tables of the hub services, the
+tables of the worker components' settings (``crawlfleet.settingtable``, one per section) and the
 table of a crawl's Redis keys (``crawlfleet.hub.keydoc.KEYS``), each written between
 ``<!-- BEGIN generated: <module>.<attribute> -->`` and ``<!-- END generated -->`` in the page that
 documents it (``BLOCKS`` and ``KEY_BLOCKS`` below).
@@ -36,6 +37,22 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("crawlfleet.dashboard.config", "OPTIONS"): "docs/dashboard.md",
     ("crawlfleet.demosite.cli", "OPTIONS"): "docs/book.md",
     ("crawlfleet.jobs.agent", "OPTIONS"): "docs/jobs.md",
+}
+# Sections of the worker components' settings table -> the page holding their generated blocks.
+SETTINGS_PAGE = "docs/reference/settings.md"
+SETTING_BLOCKS: dict[tuple[str, str], str] = {
+    ("crawlfleet.settingtable", section): SETTINGS_PAGE
+    for section in (
+        "FRONTIER",
+        "BLOOM",
+        "ADDON",
+        "PROXYPOOL",
+        "ACCOUNTPOOL",
+        "ITEMS",
+        "WORKERSTATS",
+        "RABBITMQ",
+        "POLITENESS",
+    )
 }
 # (module, attribute) of a table of Redis keys -> the page holding its generated block.
 KEY_BLOCKS: dict[tuple[str, str], str] = {
@@ -174,6 +191,19 @@ def option_table(module_name: str, attribute: str) -> str:
     return "\n".join(rows) + "\n"
 
 
+# ---- the worker components' settings
+
+
+def setting_table(module_name: str, attribute: str) -> str:
+    """The table of one section of ``crawlfleet.settingtable``."""
+    module = importlib.import_module(module_name)
+    rows = ["| setting | default | meaning |", "|---|---|---|"]
+    for row in module.SECTIONS[attribute]:
+        default = module.shown_default(row)
+        rows.append(f"| `{row.name}` | {cell(default)} | {cell(row.doc)} |")
+    return "\n".join(rows) + "\n"
+
+
 # ---- Redis keys
 
 
@@ -209,6 +239,7 @@ def generated() -> dict[str, str]:
     out = {ROLES_PAGE: roles_page()}
     by_page: dict[str, dict[str, str]] = {}
     sources = [(source, page, option_table) for source, page in BLOCKS.items()]
+    sources += [(source, page, setting_table) for source, page in SETTING_BLOCKS.items()]
     sources += [(source, page, key_table) for source, page in KEY_BLOCKS.items()]
     for (module_name, attribute), page, render in sources:
         by_page.setdefault(page, {})[f"{module_name}.{attribute}"] = render(module_name, attribute)

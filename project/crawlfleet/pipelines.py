@@ -28,6 +28,7 @@ from crawlfleet.hub.connect import redis_from_settings
 from crawlfleet.hub.fullhub import FullHub, is_full
 from crawlfleet.hub.keys import ITEMS_KEY
 from crawlfleet.hub.urls import is_cluster_url, mask_url
+from crawlfleet.settingtable import default
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,11 @@ class RedisItemsPipeline:
         self.stats: StatsCollector = crawler.stats
         # The frontier's client: one connection pool per process, with its socket timeouts.
         self.redis = redis_from_settings(s, check=False)
-        self.key_template = s.get(ITEMS_KEY.setting) or ITEMS_KEY.default
-        self.id_field = s.get("ITEMS_ID_FIELD") or "id"
-        self.batch_size = s.getint("ITEMS_BATCH_SIZE", 100)
-        self.flush_interval = s.getfloat("ITEMS_FLUSH_INTERVAL", 0.1)
-        self.maxlen = s.getint("ITEMS_MAXLEN", 0)
+        self.key_template = s.get(ITEMS_KEY.setting) or default(ITEMS_KEY.setting)
+        self.id_field = s.get("ITEMS_ID_FIELD") or default("ITEMS_ID_FIELD")
+        self.batch_size = s.getint("ITEMS_BATCH_SIZE", default("ITEMS_BATCH_SIZE"))
+        self.flush_interval = s.getfloat("ITEMS_FLUSH_INTERVAL", default("ITEMS_FLUSH_INTERVAL"))
+        self.maxlen = s.getint("ITEMS_MAXLEN", default("ITEMS_MAXLEN"))
         if self.batch_size < 1:
             raise ValueError(f"ITEMS_BATCH_SIZE must be >= 1, got {self.batch_size}")
         if self.flush_interval <= 0:

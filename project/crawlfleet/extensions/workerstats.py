@@ -37,13 +37,14 @@ from crawlfleet.hub.fullhub import FullHub, is_full
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.hub.lua import read_lua
 from crawlfleet.hub.urls import mask_url
+from crawlfleet.settingtable import default
 from crawlfleet.settingvalues import flag
 
 logger = logging.getLogger(__name__)
 
 # Seconds of samples each worker keeps in its history (WORKERSTATS_HISTORY's default): the window
 # the readers (crawlfleet.views.crawl, the dashboard's series) show.
-HISTORY = 3600.0
+HISTORY: float = default("WORKERSTATS_HISTORY")
 _ERROR_LOG_INTERVAL = 30.0
 
 # KEYS: series, registry, scrapy stats, worker record. ARGV: worker, pages, items, cap, history ms,
@@ -52,8 +53,8 @@ _ERROR_LOG_INTERVAL = 30.0
 _WRITE = read_lua("crawlfleet.extensions", "workerstats_write.lua")
 
 
-def _positive(crawler: Crawler, name: str, default: float) -> float:
-    raw = crawler.settings.get(name, default)
+def _positive(crawler: Crawler, name: str) -> float:
+    raw = crawler.settings.get(name, default(name))
     try:
         value = float(raw)
     except (TypeError, ValueError):
@@ -97,10 +98,10 @@ class WorkerStats:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        if not flag(crawler.settings, "WORKERSTATS_ENABLED", True):
+        if not flag(crawler.settings, "WORKERSTATS_ENABLED", default("WORKERSTATS_ENABLED")):
             raise NotConfigured("WORKERSTATS_ENABLED is False")
-        interval = _positive(crawler, "WORKERSTATS_INTERVAL", 10.0)
-        history = _positive(crawler, "WORKERSTATS_HISTORY", HISTORY)
+        interval = _positive(crawler, "WORKERSTATS_INTERVAL")
+        history = _positive(crawler, "WORKERSTATS_HISTORY")
         client = redis_from_settings(crawler.settings, check=False)
         ext = cls(crawler, client, interval, history)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)

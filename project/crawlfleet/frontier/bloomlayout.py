@@ -22,14 +22,22 @@ from scrapy.settings import BaseSettings
 from crawlfleet.hub.connect import redis_url
 from crawlfleet.hub.keys import BLOOMFILTER_KEY, has_hash_tag
 from crawlfleet.hub.urls import is_cluster_url
+from crawlfleet.settingtable import default
 from crawlfleet.settingvalues import flag
 
 logger = logging.getLogger("crawlfleet.frontier.bloom")
 
-# Defaults of BLOOMFILTER_CAPACITY and BLOOMFILTER_ERROR_RATE (171 MiB, k = 10); the key's is
-# in crawlfleet.hub.keys.
-DEFAULT_CAPACITY = 100_000_000
-DEFAULT_ERROR_RATE = 0.001
+# Defaults of BLOOMFILTER_CAPACITY and BLOOMFILTER_ERROR_RATE (171 MiB, k = 10), the settings
+# table's (crawlfleet.settingtable.frontier).
+DEFAULT_CAPACITY: int = default("BLOOMFILTER_CAPACITY")
+DEFAULT_ERROR_RATE: float = default("BLOOMFILTER_ERROR_RATE")
+# The settings that size a fixed filter (scrapy-redis-bloomfilter's two, and the blocks), by the
+# layout's argument they give.
+FIXED_SIZE = {
+    "bit": "BLOOMFILTER_BIT",
+    "hash_number": "BLOOMFILTER_HASH_NUMBER",
+    "blocks": "BLOOMFILTER_BLOCKS",
+}
 # Redis strings hold at most 512 MB, i.e. 2^32 bits; SETBIT offsets are < 2^32.
 MAX_BLOCK_BITS = 1 << 32
 # scrapy-redis-bloomfilter's defaults, used when only one of bit/hash_number is given.
@@ -41,7 +49,7 @@ COMPAT_WARN_ERROR_RATE = 0.01
 HASH_SCHEME = "edh-v1"
 SCALABLE_SCHEME = "sbf-v1"
 # A scalable filter's first layer holds this many fingerprints (BLOOMFILTER_INITIAL_CAPACITY).
-DEFAULT_INITIAL_CAPACITY = 1_000_000
+DEFAULT_INITIAL_CAPACITY: int = default("BLOOMFILTER_INITIAL_CAPACITY")
 # Each layer of a scalable filter is this many times larger than the one before.
 GROWTH = 4
 # Each scalable layer starts with a header: u32 fingerprints in it (bit 0), u16 layers (bit 32).
@@ -366,10 +374,10 @@ def _layer_capacity(bits: int, hashes: int) -> int:
 Layout = BloomLayout | ScalableLayout
 
 
-def _setting(settings: BaseSettings, name: str, kind: type, default: Any = None) -> Any:
+def _setting(settings: BaseSettings, name: str, kind: type) -> Any:
     """A number setting as ``kind``; strings (``-s NAME=VALUE``) are converted, junk is kept as is
-    so that the layout's check reports it by name."""
-    raw = settings.get(name, default)
+    so that the layout's check reports it by name; unset: the settings table's default."""
+    raw = settings.get(name, default(name))
     if isinstance(raw, str):
         try:
             return kind(raw.strip())
@@ -388,27 +396,24 @@ def layout_from_settings(
     filter, each shard sized alike): scalable unless ``BLOOMFILTER_SCALABLE`` is
     False or scrapy-redis-bloomfilter's ``BLOOMFILTER_BIT``/``HASH_NUMBER`` or
     ``BLOOMFILTER_BLOCKS`` fix the size."""
-    template = settings.get(BLOOMFILTER_KEY.setting) or BLOOMFILTER_KEY.default
+    template = settings.get(BLOOMFILTER_KEY.setting) or default(BLOOMFILTER_KEY.setting)
     tagged = is_cluster_url(redis_url(settings))
     key = BLOOMFILTER_KEY.resolve(
         template, spider, BloomConfigError, tagged=tagged, shard=shard, shards=shards
     )
-    capacity = _setting(settings, "BLOOMFILTER_CAPACITY", int, DEFAULT_CAPACITY)
-    error_rate = _setting(settings, "BLOOMFILTER_ERROR_RATE", float, DEFAULT_ERROR_RATE)
-    fixed = {
-        name: _setting(settings, f"BLOOMFILTER_{name.upper()}", int)
-        for name in ("bit", "hash_number", "blocks")
-    }
+    capacity = _setting(settings, "BLOOMFILTER_CAPACITY", int)
+    error_rate = _setting(settings, "BLOOMFILTER_ERROR_RATE", float)
+    fixed = {name: _setting(settings, setting, int) for name, setting in FIXED_SIZE.items()}
     unsized = not any(v is not None for v in fixed.values())
     scalable = flag(settings, "BLOOMFILTER_SCALABLE", unsized, BloomConfigError)
     if scalable:
-        given = [f"BLOOMFILTER_{n.upper()}" for n, v in fixed.items() if v is not None]
+        given = [FIXED_SIZE[n] for n, v in fixed.items() if v is not None]
         if given:
             raise BloomConfigError(
                 f"{given[0]} sizes a fixed filter: set BLOOMFILTER_SCALABLE=False with it, or "
                 f"leave it unset"
             )
-        initial = _setting(settings, "BLOOMFILTER_INITIAL_CAPACITY", int, DEFAULT_INITIAL_CAPACITY)
+        initial = _setting(settings, "BLOOMFILTER_INITIAL_CAPACITY", int)
         return ScalableLayout(key, capacity, error_rate, initial_capacity=initial)
     return BloomLayout(key, capacity, error_rate, **fixed)
 

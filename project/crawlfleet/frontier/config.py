@@ -29,6 +29,7 @@ from crawlfleet.hub.keys import (
 )
 from crawlfleet.hub.urls import is_cluster_url, is_sentinel_url, mask_url
 from crawlfleet.politeness.config import KEY_KINDS
+from crawlfleet.settingtable import default
 from crawlfleet.settingvalues import flag
 
 DEFAULT_QUEUE_CLASS = "crawlfleet.frontier.queues.PriorityQueue"
@@ -37,7 +38,7 @@ POLITE_QUEUE_CLASS = "crawlfleet.frontier.queues.KeyedPriorityQueue"
 SET_DUPEFILTER = "crawlfleet.frontier.dupefilter.SetDupeFilter"
 SCRAPY_DEFAULT_DUPEFILTER = "scrapy.dupefilters.RFPDupeFilter"
 # URL schemes a queue or start-URL entry may use (SCHEDULER_URL_SCHEMES).
-DEFAULT_URL_SCHEMES = ("http", "https")
+DEFAULT_URL_SCHEMES: tuple[str, ...] = tuple(default("SCHEDULER_URL_SCHEMES"))
 # SCHEDULER_SERIALIZER's values: the names of crawlfleet.frontier.serialization.SERIALIZERS
 SERIALIZER_NAMES = ("json", "msgpack")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
@@ -53,8 +54,9 @@ def default_wait(url: str) -> int | None:
     return None if is_sentinel_url(url) or is_cluster_url(url) else 0
 
 
-def _positive(settings: BaseSettings, name: str, default: float) -> float:
-    raw = settings.get(name, default)
+def _positive(settings: BaseSettings, name: str, fallback: float | None = None) -> float:
+    """``settings[name]`` as a number > 0; unset: ``fallback`` when computed, else the table's."""
+    raw = settings.get(name, default(name) if fallback is None else fallback)
     try:
         value = float(raw)
     except (TypeError, ValueError):
@@ -82,7 +84,7 @@ def _key(
 
 def shards_setting(settings: BaseSettings) -> int:
     """``SCHEDULER_SHARDS``: how many shards one crawl is split into (1 to MAX_SHARDS)."""
-    raw = settings.get("SCHEDULER_SHARDS", 1)
+    raw = settings.get("SCHEDULER_SHARDS", default("SCHEDULER_SHARDS"))
     value = _positive_int("SCHEDULER_SHARDS", raw)
     if value > MAX_SHARDS:
         raise FrontierConfigError(f"SCHEDULER_SHARDS must be at most {MAX_SHARDS}, got {raw!r}")
@@ -102,7 +104,7 @@ def load_class(name: str, path: Any) -> type:
 
 def url_schemes_setting(settings: BaseSettings) -> tuple[str, ...]:
     """``SCHEDULER_URL_SCHEMES``: the URL schemes decoded entries may use (default http, https)."""
-    raw = settings.get("SCHEDULER_URL_SCHEMES", DEFAULT_URL_SCHEMES)
+    raw = settings.get("SCHEDULER_URL_SCHEMES", default("SCHEDULER_URL_SCHEMES"))
     values = raw.split(",") if isinstance(raw, str) else raw
     if not isinstance(values, list | tuple) or not values:
         raise FrontierConfigError(f"SCHEDULER_URL_SCHEMES must list URL schemes, got {raw!r}")
@@ -121,7 +123,7 @@ def request_classes_setting(settings: BaseSettings) -> dict[str, type[Request]]:
 
     Keys are the declared path and the path ``Request.to_dict`` writes (``module.Class``).
     """
-    raw = settings.get("SCHEDULER_REQUEST_CLASSES") or []
+    raw = settings.get("SCHEDULER_REQUEST_CLASSES") or default("SCHEDULER_REQUEST_CLASSES")
     paths = raw.split(",") if isinstance(raw, str) else raw
     if not isinstance(paths, list | tuple):
         raise FrontierConfigError(
@@ -161,7 +163,7 @@ def queue_class_setting(settings: BaseSettings, politeness: bool) -> type:
 
 def serializer_setting(settings: BaseSettings) -> str:
     """``SCHEDULER_SERIALIZER``: msgpack (the default) or json; pickle is never used."""
-    serializer = str(settings.get("SCHEDULER_SERIALIZER") or "msgpack")
+    serializer = str(settings.get("SCHEDULER_SERIALIZER") or default("SCHEDULER_SERIALIZER"))
     if serializer not in SERIALIZER_NAMES:
         raise FrontierConfigError(
             f"SCHEDULER_SERIALIZER must be one of {', '.join(SERIALIZER_NAMES)} "
@@ -172,7 +174,7 @@ def serializer_setting(settings: BaseSettings) -> str:
 
 def lease_settings(settings: BaseSettings) -> tuple[float, float]:
     """``SCHEDULER_LEASE_TIMEOUT`` and ``SCHEDULER_HEARTBEAT_INTERVAL`` (at most a third of it)."""
-    lease_timeout = _positive(settings, "SCHEDULER_LEASE_TIMEOUT", 60)
+    lease_timeout = _positive(settings, "SCHEDULER_LEASE_TIMEOUT")
     heartbeat = _positive(settings, "SCHEDULER_HEARTBEAT_INTERVAL", lease_timeout / 6)
     if heartbeat * 3 > lease_timeout * (1 + 1e-9):
         raise FrontierConfigError(
@@ -184,7 +186,7 @@ def lease_settings(settings: BaseSettings) -> tuple[float, float]:
 
 def idle_before_close_setting(settings: BaseSettings) -> float:
     """``SCHEDULER_IDLE_BEFORE_CLOSE``: seconds >= 0 (0: never close for idleness)."""
-    idle = settings.get("SCHEDULER_IDLE_BEFORE_CLOSE", 0)
+    idle = settings.get("SCHEDULER_IDLE_BEFORE_CLOSE", default("SCHEDULER_IDLE_BEFORE_CLOSE"))
     try:
         seconds = float(idle)
     except (TypeError, ValueError):
@@ -198,7 +200,7 @@ def idle_before_close_setting(settings: BaseSettings) -> float:
 
 def site_kind_setting(settings: BaseSettings) -> str:
     """``POLITENESS_KEY``: what one politeness key (and one keyed queue's site) is."""
-    site_kind = str(settings.get("POLITENESS_KEY") or "host").strip().lower()
+    site_kind = str(settings.get("POLITENESS_KEY") or default("POLITENESS_KEY")).strip().lower()
     if site_kind not in KEY_KINDS:
         raise FrontierConfigError(
             f"POLITENESS_KEY must be one of {', '.join(KEY_KINDS)}, "
@@ -273,8 +275,10 @@ class FrontierConfig:
         serializer = serializer_setting(settings)
         lease_timeout, heartbeat = lease_settings(settings)
         idle_before_close = idle_before_close_setting(settings)
-        prefetch = _positive_int("SCHEDULER_PREFETCH", settings.get("SCHEDULER_PREFETCH", 8))
-        idle_poll = _positive(settings, "SCHEDULER_IDLE_POLL_INTERVAL", 0.2)
+        prefetch = _positive_int(
+            "SCHEDULER_PREFETCH", settings.get("SCHEDULER_PREFETCH", default("SCHEDULER_PREFETCH"))
+        )
+        idle_poll = _positive(settings, "SCHEDULER_IDLE_POLL_INTERVAL")
         batch = settings.get("REDIS_START_URLS_BATCH_SIZE") or settings.getint(
             "CONCURRENT_REQUESTS", 16
         )
@@ -296,32 +300,32 @@ class FrontierConfig:
             queue_key=_key(settings, QUEUE_KEY, spider),
             dupefilter_key=_key(settings, DUPEFILTER_KEY, spider),
             start_urls_key=_key(settings, START_URLS_KEY, spider),
-            start_urls_as_set=_flag(settings, "REDIS_START_URLS_AS_SET", False),
+            start_urls_as_set=_flag(settings, "REDIS_START_URLS_AS_SET"),
             start_urls_batch_size=_positive_int("REDIS_START_URLS_BATCH_SIZE", batch),
             queue_class=queue_class,
             serializer=serializer,
-            persist=_flag(settings, "SCHEDULER_PERSIST", True),
-            flush_on_start=_flag(settings, "SCHEDULER_FLUSH_ON_START", False),
+            persist=_flag(settings, "SCHEDULER_PERSIST"),
+            flush_on_start=_flag(settings, "SCHEDULER_FLUSH_ON_START"),
             idle_before_close=idle_before_close,
             lease_timeout=lease_timeout,
             heartbeat_interval=heartbeat,
             idle_poll_interval=idle_poll,
             prefetch=prefetch,
             # never shorter than SCHEDULER_IDLE_POLL_INTERVAL, where the back-off starts
-            idle_poll_max=max(idle_poll, _positive(settings, "SCHEDULER_IDLE_POLL_MAX", 2.0)),
-            enqueue_batch=_flag(settings, "SCHEDULER_ENQUEUE_BATCH", False),
-            seen_cache=_count_setting(settings, "SCHEDULER_SEEN_CACHE", 100_000),
+            idle_poll_max=max(idle_poll, _positive(settings, "SCHEDULER_IDLE_POLL_MAX")),
+            enqueue_batch=_flag(settings, "SCHEDULER_ENQUEUE_BATCH"),
+            seen_cache=_count_setting(settings, "SCHEDULER_SEEN_CACHE"),
             wait_replicas=(
                 default_wait(url)
                 if settings.get("SCHEDULER_WAIT_REPLICAS") is None
-                else _count_setting(settings, "SCHEDULER_WAIT_REPLICAS", 0)
+                else _count_setting(settings, "SCHEDULER_WAIT_REPLICAS")
             ),
-            wait_timeout_ms=int(_positive(settings, "SCHEDULER_WAIT_TIMEOUT", 1.0) * 1000),
+            wait_timeout_ms=int(_positive(settings, "SCHEDULER_WAIT_TIMEOUT") * 1000),
             worker_id=str(settings.get("SCHEDULER_WORKER_ID") or default_worker_id()),
             request_classes=request_classes_setting(settings),
             url_schemes=url_schemes_setting(settings),
             site_kind=site_kind,
-            liveness=_flag(settings, "SCHEDULER_LIVENESS", True),
+            liveness=_flag(settings, "SCHEDULER_LIVENESS"),
         )
 
     @property
@@ -350,8 +354,8 @@ class FrontierConfig:
         return mask_url(self.url)
 
 
-def _flag(settings: BaseSettings, name: str, default: bool) -> bool:
-    return flag(settings, name, default, FrontierConfigError)
+def _flag(settings: BaseSettings, name: str) -> bool:
+    return flag(settings, name, default(name), FrontierConfigError)
 
 
 def _positive_int(name: str, raw: Any) -> int:
@@ -364,8 +368,8 @@ def _positive_int(name: str, raw: Any) -> int:
     return value
 
 
-def _count_setting(settings: BaseSettings, name: str, default: int) -> int:
-    raw = settings.get(name, default)
+def _count_setting(settings: BaseSettings, name: str) -> int:
+    raw = settings.get(name, default(name))
     try:
         value = int(raw)
     except (TypeError, ValueError):

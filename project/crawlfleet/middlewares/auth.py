@@ -21,6 +21,7 @@ from crawlfleet.middlewares.poolclient import (
     PoolUnavailable,
     pool_from_settings,
 )
+from crawlfleet.settingtable import default
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +44,20 @@ class AuthorizationMiddleware:
         )
         self.crawler = crawler
         self.stats = self.pool.stats
-        self.default_site = s.get("ACCOUNTPOOL_SITE") or "demosite"
-        self.header = s.get("AUTHORIZATION_HEADER") or "Authorization"
-        self.format = s.get("AUTHORIZATION_FORMAT") or "jwt {token}"
+        self.default_site = s.get("ACCOUNTPOOL_SITE") or default("ACCOUNTPOOL_SITE")
+        self.header = s.get("AUTHORIZATION_HEADER") or default("AUTHORIZATION_HEADER")
+        self.format = s.get("AUTHORIZATION_FORMAT") or default("AUTHORIZATION_FORMAT")
         if "{token}" not in self.format:
             raise ValueError(f"AUTHORIZATION_FORMAT must contain {{token}}, got {self.format!r}")
-        self.reject_statuses = {int(x) for x in s.getlist("AUTHORIZATION_REJECT_STATUS", [401])}
-        self.max_retries = s.getint("AUTHORIZATION_MAX_RETRIES", 5)
+        self.reject_statuses = {
+            int(x)
+            for x in s.getlist(
+                "AUTHORIZATION_REJECT_STATUS", default("AUTHORIZATION_REJECT_STATUS")
+            )
+        }
+        self.max_retries = s.getint(
+            "AUTHORIZATION_MAX_RETRIES", default("AUTHORIZATION_MAX_RETRIES")
+        )
         self.tokens: dict[str, str] = {}
         self._fetches: dict[str, asyncio.Task[None]] = {}
         # Tokens the site rejected (per site), in case the pool offers one again before it

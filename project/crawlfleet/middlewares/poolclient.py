@@ -26,6 +26,7 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.asyncio import is_asyncio_available
 
 from crawlfleet.hub.connect import tls_problem
+from crawlfleet.settingtable import default
 from crawlfleet.settingvalues import flag
 
 #: The fleet's CA bundle, for every pool whose own ``<POOL>_CA_FILE`` is not set.
@@ -206,7 +207,7 @@ def pool_from_settings(
     ``stats_prefix`` names its counters (``proxy/pool/requests``).
     Raises ``NotConfigured`` with the reason when the middleware cannot work.
     """
-    if not flag(settings, switch, True):
+    if not flag(settings, switch, default(switch)):
         raise NotConfigured(f"{switch} is False")
     url = require_url(settings.get(f"{pool}_URL"), f"{pool}_URL")
     require_asyncio(component)
@@ -214,15 +215,15 @@ def pool_from_settings(
     ca_setting, verify = ca_context(settings, pool)
     client = PoolClient(
         url,
-        settings.get(f"{pool}_API_KEY") or "",
-        settings.getfloat(f"{pool}_TIMEOUT", 5.0),
+        settings.get(f"{pool}_API_KEY") or default(f"{pool}_API_KEY"),
+        settings.getfloat(f"{pool}_TIMEOUT", default(f"{pool}_TIMEOUT")),
         stats,
         stats_prefix,
         verify=verify,
         names=(f"the {pool.lower()}", f"{pool}_URL", ca_setting),
     )
     backoff = Backoff(
-        settings.getfloat(f"{pool}_BACKOFF_BASE", 0.5),
-        settings.getfloat(f"{pool}_BACKOFF_MAX", 30.0),
+        settings.getfloat(f"{pool}_BACKOFF_BASE", default(f"{pool}_BACKOFF_BASE")),
+        settings.getfloat(f"{pool}_BACKOFF_MAX", default(f"{pool}_BACKOFF_MAX")),
     )
     return client, backoff

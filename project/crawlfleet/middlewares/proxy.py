@@ -42,6 +42,7 @@ from crawlfleet.middlewares.poolclient import (
 )
 from crawlfleet.politeness.pacer import META_PROXY as META_CHOSEN
 from crawlfleet.politeness.pacer import pacer_for
+from crawlfleet.settingtable import default
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +88,15 @@ class ProxyMiddleware:
         )
         self.crawler = crawler
         self.stats = self.pool.stats
-        self.batch_size = s.getint("PROXYPOOL_BATCH_SIZE", 20)
-        self.refresh_interval = s.getfloat("PROXYPOOL_REFRESH_INTERVAL", 30.0)
-        self.quarantine = s.getfloat("PROXYPOOL_QUARANTINE", 60.0)
-        self.ban_statuses = {int(x) for x in s.getlist("PROXYPOOL_BAN_STATUS", [403, 429])}
-        self.max_retries = s.getint("PROXYPOOL_MAX_RETRIES", 20)
+        self.batch_size = s.getint("PROXYPOOL_BATCH_SIZE", default("PROXYPOOL_BATCH_SIZE"))
+        self.refresh_interval = s.getfloat(
+            "PROXYPOOL_REFRESH_INTERVAL", default("PROXYPOOL_REFRESH_INTERVAL")
+        )
+        self.quarantine = s.getfloat("PROXYPOOL_QUARANTINE", default("PROXYPOOL_QUARANTINE"))
+        self.ban_statuses = {
+            int(x) for x in s.getlist("PROXYPOOL_BAN_STATUS", default("PROXYPOOL_BAN_STATUS"))
+        }
+        self.max_retries = s.getint("PROXYPOOL_MAX_RETRIES", default("PROXYPOOL_MAX_RETRIES"))
         if self.batch_size < 1:
             raise ValueError(f"PROXYPOOL_BATCH_SIZE must be >= 1, got {self.batch_size}")
         self.proxies: list[str] = []

@@ -14,16 +14,14 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from crawlfleet.settingtable import default
 from crawlfleet.settingvalues import flag
 
 if TYPE_CHECKING:  # read through its methods only: a worker's clients need not import Scrapy
     from scrapy.settings import BaseSettings
 
 KEY_KINDS = ("host", "domain", "ip")
-DEFAULT_RATE = 1.0
-# A learned key's state is kept this long after its last use (seconds): a week.
-DEFAULT_MEMORY = 7 * 86400.0
-DEFAULT_BAN_STATUSES = (403, 429, 503)
+DEFAULT_RATE: float = default("POLITENESS_RATE")
 SITE_FIELDS = ("rate", "min_rate", "max_rate", "burst")
 
 
@@ -46,24 +44,25 @@ class Limits:
 class PolitenessConfig:
     """Validated politeness settings of a crawl."""
 
-    enabled: bool = True
-    key_kind: str = "host"
-    limits: Limits = Limits(DEFAULT_RATE, DEFAULT_RATE / 10, math.inf, 1)
-    ban_statuses: frozenset[int] = frozenset(DEFAULT_BAN_STATUSES)
+    # every default is the settings table's (crawlfleet.settingtable.politeness)
+    enabled: bool = default("POLITENESS_ENABLED")
+    key_kind: str = default("POLITENESS_KEY")
+    limits: Limits = Limits(DEFAULT_RATE, DEFAULT_RATE / 10, math.inf, default("POLITENESS_BURST"))
+    ban_statuses: frozenset[int] = frozenset(default("POLITENESS_BAN_STATUSES"))
     ban_markers: tuple[bytes, ...] = ()
-    backoff: float = 0.5
-    growth: float = 2.0
-    probe: float = 0.05
-    probe_interval: float = 120.0
-    precision: float = 0.1
-    latency_factor: float = 3.0
-    window: float = 2.0
-    cooldown: float = 20.0
-    memory: float = DEFAULT_MEMORY
-    max_keys: int = 100_000
-    lease_size: int = 8
-    lease_horizon: float = 1.0
-    gc_freeze: bool = True
+    backoff: float = default("POLITENESS_BACKOFF")
+    growth: float = default("POLITENESS_GROWTH")
+    probe: float = default("POLITENESS_PROBE")
+    probe_interval: float = default("POLITENESS_PROBE_INTERVAL")
+    precision: float = default("POLITENESS_PRECISION")
+    latency_factor: float = default("POLITENESS_LATENCY_FACTOR")
+    window: float = default("POLITENESS_WINDOW")
+    cooldown: float = default("POLITENESS_COOLDOWN")
+    memory: float = default("POLITENESS_MEMORY")
+    max_keys: int = default("POLITENESS_MAX_KEYS")
+    lease_size: int = default("POLITENESS_LEASE_SIZE")
+    lease_horizon: float = default("POLITENESS_LEASE_HORIZON")
+    gc_freeze: bool = default("POLITENESS_GC_FREEZE")
     namespace: str = ""
     lookahead: int = 0  # 0: four times SCHEDULER_PREFETCH
     sites: dict[str, Limits] = field(default_factory=dict)
@@ -74,7 +73,7 @@ class PolitenessConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider: str = "") -> PolitenessConfig:
-        kind = str(settings.get("POLITENESS_KEY", "host")).strip().lower()
+        kind = str(settings.get("POLITENESS_KEY", default("POLITENESS_KEY"))).strip().lower()
         if kind not in KEY_KINDS:
             raise PolitenessConfigError(
                 f"POLITENESS_KEY must be one of {', '.join(KEY_KINDS)}, "
@@ -87,7 +86,7 @@ class PolitenessConfig:
             min_rate = _number(settings, "POLITENESS_MIN_RATE", start / 10, positive=True)
             rate = min(max(start, min_rate), max_rate)
         else:
-            rate = _number(settings, "POLITENESS_RATE", DEFAULT_RATE, positive=True)
+            rate = _number(settings, "POLITENESS_RATE", positive=True)
             min_rate = _number(settings, "POLITENESS_MIN_RATE", rate / 10, positive=True)
         if min_rate > max_rate:
             raise PolitenessConfigError(
@@ -99,36 +98,40 @@ class PolitenessConfig:
                 f"POLITENESS_RATE ({rate:g}) must lie between POLITENESS_MIN_RATE ({min_rate:g}) "
                 f"and POLITENESS_MAX_RATE ({max_rate:g})"
             )
-        limits = Limits(rate, min_rate, max_rate, _whole(settings, "POLITENESS_BURST", 1))
-        backoff = _fraction(settings, "POLITENESS_BACKOFF", 0.5)
-        growth = _number(settings, "POLITENESS_GROWTH", 2.0, positive=True)
+        limits = Limits(rate, min_rate, max_rate, _whole(settings, "POLITENESS_BURST"))
+        backoff = _fraction(settings, "POLITENESS_BACKOFF")
+        growth = _number(settings, "POLITENESS_GROWTH", positive=True)
         if not 1 < growth <= 10:
             raise PolitenessConfigError(
                 f"POLITENESS_GROWTH must be above 1 and at most 10, got {growth:g}"
             )
-        lease_size = _whole(settings, "POLITENESS_LEASE_SIZE", 8)
+        lease_size = _whole(settings, "POLITENESS_LEASE_SIZE")
         return cls(
             enabled=_bool(settings, "POLITENESS_ENABLED"),
             key_kind=kind,
             limits=limits,
-            ban_statuses=_statuses(settings.get("POLITENESS_BAN_STATUSES", DEFAULT_BAN_STATUSES)),
-            ban_markers=_markers(settings.get("POLITENESS_BAN_MARKERS", ())),
+            ban_statuses=_statuses(
+                settings.get("POLITENESS_BAN_STATUSES", default("POLITENESS_BAN_STATUSES"))
+            ),
+            ban_markers=_markers(
+                settings.get("POLITENESS_BAN_MARKERS", default("POLITENESS_BAN_MARKERS"))
+            ),
             backoff=backoff,
             growth=growth,
-            probe=_fraction(settings, "POLITENESS_PROBE", 0.05),
-            probe_interval=_number(settings, "POLITENESS_PROBE_INTERVAL", 120.0, positive=True),
-            precision=_fraction(settings, "POLITENESS_PRECISION", 0.1),
+            probe=_fraction(settings, "POLITENESS_PROBE"),
+            probe_interval=_number(settings, "POLITENESS_PROBE_INTERVAL", positive=True),
+            precision=_fraction(settings, "POLITENESS_PRECISION"),
             latency_factor=_latency_factor(settings),
-            window=_number(settings, "POLITENESS_WINDOW", 2.0, positive=True),
-            cooldown=_number(settings, "POLITENESS_COOLDOWN", 20.0, positive=False),
-            memory=_number(settings, "POLITENESS_MEMORY", DEFAULT_MEMORY, positive=True),
-            max_keys=_whole(settings, "POLITENESS_MAX_KEYS", 100_000),
+            window=_number(settings, "POLITENESS_WINDOW", positive=True),
+            cooldown=_number(settings, "POLITENESS_COOLDOWN", positive=False),
+            memory=_number(settings, "POLITENESS_MEMORY", positive=True),
+            max_keys=_whole(settings, "POLITENESS_MAX_KEYS"),
             lease_size=lease_size,
-            lease_horizon=_number(settings, "POLITENESS_LEASE_HORIZON", 1.0, positive=True),
+            lease_horizon=_number(settings, "POLITENESS_LEASE_HORIZON", positive=True),
             gc_freeze=_bool(settings, "POLITENESS_GC_FREEZE"),
             namespace=str(settings.get("POLITENESS_NAMESPACE") or spider),
             lookahead=_lookahead(settings),
-            sites=_sites(settings.get("POLITENESS_SITES") or {}, limits),
+            sites=_sites(settings.get("POLITENESS_SITES") or default("POLITENESS_SITES"), limits),
         )
 
 
@@ -146,8 +149,13 @@ def _as_number(name: str, raw: Any, positive: bool) -> float:
     return value
 
 
-def _number(settings: BaseSettings, name: str, default: float, positive: bool) -> float:
-    return _as_number(name, settings.get(name, default), positive)
+def _number(
+    settings: BaseSettings, name: str, fallback: float | None = None, *, positive: bool
+) -> float:
+    """``settings[name]`` as a number; unset: ``fallback`` when computed, else the table's."""
+    return _as_number(
+        name, settings.get(name, default(name) if fallback is None else fallback), positive
+    )
 
 
 def _as_whole(name: str, raw: Any) -> int:
@@ -162,8 +170,8 @@ def _as_whole(name: str, raw: Any) -> int:
     return value
 
 
-def _fraction(settings: BaseSettings, name: str, default: float) -> float:
-    value = _number(settings, name, default, positive=True)
+def _fraction(settings: BaseSettings, name: str) -> float:
+    value = _number(settings, name, positive=True)
     if value >= 1:
         raise PolitenessConfigError(f"{name} must be a fraction above 0 and below 1, got {value:g}")
     return value
@@ -180,7 +188,7 @@ def _ceiling(name: str, raw: Any) -> float:
 
 def _latency_factor(settings: BaseSettings) -> float:
     """``POLITENESS_LATENCY_FACTOR``: 0 turns the slow-down signal off, else above 1."""
-    value = _number(settings, "POLITENESS_LATENCY_FACTOR", 3.0, positive=False)
+    value = _number(settings, "POLITENESS_LATENCY_FACTOR", positive=False)
     if 0 < value <= 1:
         raise PolitenessConfigError(
             f"POLITENESS_LATENCY_FACTOR must be above 1 (or 0: off), got {value:g}"
@@ -188,12 +196,12 @@ def _latency_factor(settings: BaseSettings) -> float:
     return value
 
 
-def _whole(settings: BaseSettings, name: str, default: int) -> int:
-    return _as_whole(name, settings.get(name, default))
+def _whole(settings: BaseSettings, name: str) -> int:
+    return _as_whole(name, settings.get(name, default(name)))
 
 
-def _bool(settings: BaseSettings, name: str, default: bool = True) -> bool:
-    return flag(settings, name, default, PolitenessConfigError)
+def _bool(settings: BaseSettings, name: str) -> bool:
+    return flag(settings, name, default(name), PolitenessConfigError)
 
 
 def _lookahead(settings: BaseSettings) -> int:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from crawlfleet.hub.connect import redis_from_settings
 from crawlfleet.politeness.budget import Budget, Outcome, classify
 from crawlfleet.politeness.config import PolitenessConfig, PolitenessConfigError
+from crawlfleet.settingtable import default
 from crawlfleet.settingvalues import flag
 
 if TYPE_CHECKING:
@@ -259,7 +260,9 @@ def missing_middleware(crawler: Crawler) -> str | None:
     if not settings.get("REDIS_URL") or _middleware_on(crawler):
         return None
     try:
-        if not flag(settings, "POLITENESS_ENABLED", True, PolitenessConfigError):
+        if not flag(
+            settings, "POLITENESS_ENABLED", default("POLITENESS_ENABLED"), PolitenessConfigError
+        ):
             return None
     except PolitenessConfigError as exc:
         logger.critical("Politeness cannot start: %s", exc)

@@ -255,3 +255,13 @@ def test_the_cli_and_the_dashboard_are_two_faces_over_the_same_operations() -> N
     # what `crawlfleet job`, `seed`, … do lives below both (jobs, hub, views), not in either face
     assert into(PACKAGE, ("crawlfleet.dashboard",), "crawlfleet.commands") == []
     assert into(PACKAGE, ("crawlfleet.commands",), "crawlfleet.dashboard") == []
+
+
+def test_the_settings_table_stands_on_the_hub_only() -> None:
+    # every worker component reads its defaults from the table: it may name the hub's values
+    # (key templates, the default URL and connection parameters) and nothing above the hub
+    assert [
+        line
+        for line in upward(PACKAGE, "crawlfleet.settingtable")
+        if " imports crawlfleet.hub." not in line
+    ] == []

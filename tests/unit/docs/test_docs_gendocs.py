@@ -8,6 +8,8 @@ from types import ModuleType
 
 import pytest
 
+from crawlfleet.settingtable import SECTIONS
+
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "gendocs.py"
 
 
@@ -110,3 +112,15 @@ def test_redis_keys_page_is_generated_from_the_keys_module(gendocs: ModuleType) 
     drifted = text.replace("| `<spider>:seq` |", "| `<spider>:sequence` |")
     assert drifted != text
     assert gendocs.fill_blocks(page, drifted, tables) == text
+
+
+def test_a_settings_section_renders_every_row_with_its_default(gendocs: ModuleType) -> None:
+    table = gendocs.setting_table("crawlfleet.settingtable", "FRONTIER")
+    lines = table.splitlines()
+    assert lines[0] == "| setting | default | meaning |"
+    assert len(lines) == 2 + len(SECTIONS["FRONTIER"])
+    assert "| `SCHEDULER_PREFETCH` | `8` |" in table
+    # a pipe inside a cell (the Cluster URL's `[:password@|user:password@]`) stays in its cell
+    url_row = next(line for line in lines if line.startswith("| `REDIS_URL` |"))
+    assert "[:password@\\|user:password@]" in url_row
+    assert url_row.count(" | ") == 2

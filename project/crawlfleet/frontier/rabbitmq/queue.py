@@ -17,8 +17,9 @@ from scrapy.settings import BaseSettings
 
 from crawlfleet.frontier.config import FrontierConfigError
 from crawlfleet.frontier.rabbitmq.client import BrokerClient, Delivery, QueueSpec
+from crawlfleet.settingtable import default
 
-DEFAULT_RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+DEFAULT_RABBITMQ_URL: str = default("RABBITMQ_URL")
 
 
 @dataclass(frozen=True)
@@ -33,23 +34,23 @@ class RabbitSettings:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RabbitSettings:
-        max_priority = _int(settings, "SCHEDULER_QUEUE_MAX_PRIORITY", 100)
+        max_priority = _int(settings, "SCHEDULER_QUEUE_MAX_PRIORITY")
         if not 1 <= max_priority <= 255:
             raise FrontierConfigError(
                 f"SCHEDULER_QUEUE_MAX_PRIORITY must be 1 … 255 (RabbitMQ's limit), "
                 f"got {max_priority}"
             )
         return cls(
-            url=str(settings.get("RABBITMQ_URL") or DEFAULT_RABBITMQ_URL),
+            url=str(settings.get("RABBITMQ_URL") or default("RABBITMQ_URL")),
             max_priority=max_priority,
-            priority_offset=_int(settings, "SCHEDULER_QUEUE_PRIORITY_OFFSET", 0),
-            connect_timeout=_seconds(settings, "RABBITMQ_CONNECT_TIMEOUT", 10.0),
-            reconnect_max=_seconds(settings, "RABBITMQ_RECONNECT_MAX_DELAY", 30.0),
+            priority_offset=_int(settings, "SCHEDULER_QUEUE_PRIORITY_OFFSET"),
+            connect_timeout=_seconds(settings, "RABBITMQ_CONNECT_TIMEOUT"),
+            reconnect_max=_seconds(settings, "RABBITMQ_RECONNECT_MAX_DELAY"),
         )
 
 
-def _int(settings: BaseSettings, name: str, default: int) -> int:
-    raw = settings.get(name, default)
+def _int(settings: BaseSettings, name: str) -> int:
+    raw = settings.get(name, default(name))
     try:
         value = int(raw)
     except (TypeError, ValueError):
@@ -59,8 +60,8 @@ def _int(settings: BaseSettings, name: str, default: int) -> int:
     return value
 
 
-def _seconds(settings: BaseSettings, name: str, default: float) -> float:
-    raw = settings.get(name, default)
+def _seconds(settings: BaseSettings, name: str) -> float:
+    raw = settings.get(name, default(name))
     try:
         value = float(raw)
     except (TypeError, ValueError):
