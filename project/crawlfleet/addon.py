@@ -21,7 +21,9 @@ the spider's ``custom_settings`` and ``-s``. With the PolitenessMiddleware on, a
 ``SCHEDULER_QUEUE_CLASS`` means the frontier's queue per site (``KeyedPriorityQueue``). A
 component whose URL is empty in both the settings and the environment is left out, with one logged
 line saying why (no Redis URL: the whole frontier is off and Scrapy's own scheduler runs, so the
-project still crawls alone).
+project still crawls alone). A setting that looks like crawlfleet's but is no row of its settings
+table (``crawlfleet.settingtable``: a typo, or scrapy-redis's name for it) is one warning line
+saying what it probably meant.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from scrapy.settings import BaseSettings, get_settings_priority
+from scrapy.settings import BaseSettings, default_settings, get_settings_priority
 from scrapy.utils.misc import load_object
+
+from crawlfleet.settingtable import unknown
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -86,6 +90,8 @@ FRONTIER: dict[str, object] = {
 }
 
 _ADDON = "addon"
+# Scrapy's own settings (SCHEDULER_DEBUG, DUPEFILTER_CLASS …), never taken for a typo of ours.
+SCRAPY_NAMES = frozenset(name for name in vars(default_settings) if name.isupper())
 
 
 def _explicit(settings: BaseSettings, name: str) -> bool:
@@ -127,3 +133,6 @@ class Fleet:
                 logger.info("crawlfleet: %s is off: %s is not set", path, url_setting)
                 continue
             settings.setdefault_in_component_priority_dict(dict_name, load_object(path), order)
+        # a name that looks like crawlfleet's but is none would be ignored without a word
+        for line in unknown(settings, SCRAPY_NAMES):
+            logger.warning("crawlfleet: %s", line)

@@ -12,6 +12,9 @@ value in their configuration class (one line naming the setting), and
 from __future__ import annotations
 
 import copy
+import difflib
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from crawlfleet.settingtable.frontier import BLOOM, FRONTIER
@@ -48,6 +51,42 @@ def default(name: str) -> Any:
         raise KeyError(f"{name} is not a setting of crawlfleet.settingtable") from None
 
 
+# Names that look like crawlfleet's (its prefixes): one a project sets that is no row of the table
+# is a typo or another tool's setting, which the worker would otherwise ignore without a word.
+LOOKS_OURS = re.compile(
+    r"(?:SCHEDULER|REDIS|BLOOMFILTER|POLITENESS|PROXYPOOL|ACCOUNTPOOL|AUTHORIZATION|ITEMS"
+    r"|WORKERSTATS|RABBITMQ|DUPEFILTER|FLEET)_[A-Z0-9_]+"
+)
+# scrapy-redis's and scrapy-redis-bloomfilter's settings crawlfleet does not read: what to use.
+FOREIGN = {
+    "SCHEDULER_DUPEFILTER_CLASS": "set DUPEFILTER_CLASS",
+    "DUPEFILTER_KEY": "set SCHEDULER_DUPEFILTER_KEY (or BLOOMFILTER_KEY)",
+    "REDIS_ITEMS_KEY": "set ITEMS_KEY",
+    "REDIS_ITEMS_SERIALIZER": "items are stored as JSON fields of a stream (ITEMS_KEY)",
+    "REDIS_START_URLS_KEY_DEFAULT": "set REDIS_START_URLS_KEY",
+    "REDIS_ENCODING": "crawlfleet's clients decode what they read themselves",
+    "REDIS_DECODE_RESPONSES": "crawlfleet's clients decode what they read themselves",
+    "REDIS_CLS": "the client class follows REDIS_URL (Sentinel, Cluster)",
+}
+
+
+def unknown(names: Iterable[str], scrapys: Iterable[str] = ()) -> list[str]:
+    """One line for each of ``names`` that looks like a crawlfleet setting but is none (nor one of
+    Scrapy's own, ``scrapys``): what it probably meant, or what to use instead."""
+    lines = []
+    known = set(SETTINGS) | set(scrapys)
+    for name in sorted(set(names)):
+        if name in known or not LOOKS_OURS.fullmatch(name):
+            continue
+        if name in FOREIGN:
+            lines.append(f"{name} is not read by crawlfleet: {FOREIGN[name]}")
+            continue
+        close = difflib.get_close_matches(name, SETTINGS, n=1, cutoff=0.8)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        lines.append(f"{name} is no crawlfleet setting and is ignored{hint}")
+    return lines
+
+
 def shown_default(row: Setting | Also) -> str:
     """The default column of ``row`` in the reference page."""
     if row.shown:
@@ -56,4 +95,13 @@ def shown_default(row: Setting | Also) -> str:
     return default_text(declared.default) if declared else "—"
 
 
-__all__ = ["SCRAPY_SETTINGS", "SECTIONS", "SETTINGS", "Also", "Setting", "default", "shown_default"]
+__all__ = [
+    "SCRAPY_SETTINGS",
+    "SECTIONS",
+    "SETTINGS",
+    "Also",
+    "Setting",
+    "default",
+    "shown_default",
+    "unknown",
+]

@@ -16,12 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scrapy.settings import Settings
 
 from crawlfleet.frontier.bloomlayout import layout_from_settings
 from crawlfleet.frontier.config import FrontierConfig
 from crawlfleet.politeness.config import PolitenessConfig
-from crawlfleet.settingtable import SCRAPY_SETTINGS, SECTIONS, SETTINGS, Also, default
+from crawlfleet.settingtable import SCRAPY_SETTINGS, SECTIONS, SETTINGS, Also, default, unknown
 
 PACKAGE = Path(__file__).resolve().parents[3] / "project" / "crawlfleet"
 # The worker side: what runs inside `scrapy crawl` and reads Scrapy settings.
@@ -208,3 +210,13 @@ def test_the_components_unset_defaults_are_the_tables() -> None:
     layout = layout_from_settings(empty, "book")
     assert layout.capacity == default("BLOOMFILTER_CAPACITY")
     assert layout.error_rate == default("BLOOMFILTER_ERROR_RATE")
+
+
+@given(st.lists(st.from_regex(r"[A-Z][A-Z0-9_]{0,40}", fullmatch=True), max_size=20))
+def test_any_names_give_at_most_one_line_each_naming_the_setting(names: list[str]) -> None:
+    lines = unknown(names)
+    assert len(lines) <= len(set(names))
+    for line in lines:
+        assert "\n" not in line
+        assert line.split(" ", 1)[0] in names
+        assert line.split(" ", 1)[0] not in SETTINGS

@@ -9,6 +9,7 @@ from scrapy import Spider
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from bookcrawler import settings as book
 from crawlfleet.addon import Fleet
 from crawlfleet.extensions.workerstats import WorkerStats
 from crawlfleet.middlewares import AuthorizationMiddleware, ProxyMiddleware
@@ -150,3 +151,29 @@ def test_fleet_settings_take_the_project_module_and_add_the_addon(
         project_settings("")
     with pytest.raises(FleetSettingsError, match=r"'nosuch\.settings' does not import"):
         project_settings("nosuch.settings")
+
+
+def test_a_setting_that_looks_ours_but_is_none_is_one_warning_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    project = {
+        "POLITENESS_MAX_RATES": 5,  # a typo: the cap would silently not apply
+        "SCHEDULER_DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",  # scrapy-redis's
+        "SCHEDULER_DEBUG": True,  # Scrapy's own
+        "POLITENESS_MAX_RATE": 5,  # ours
+        "MY_OWN_SETTING": 1,  # the project's, with no prefix of ours
+    }
+    with caplog.at_level(logging.WARNING, logger="crawlfleet.addon"):
+        _applied(project, FLEET_ENV)
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "crawlfleet: POLITENESS_MAX_RATES is no crawlfleet setting and is ignored; did you mean "
+        "POLITENESS_MAX_RATE?",
+        "crawlfleet: SCHEDULER_DUPEFILTER_CLASS is not read by crawlfleet: set DUPEFILTER_CLASS",
+    ]
+
+
+def test_the_book_projects_settings_raise_no_warning(caplog: pytest.LogCaptureFixture) -> None:
+    project = {name: value for name, value in vars(book).items() if name.isupper()}
+    with caplog.at_level(logging.WARNING, logger="crawlfleet.addon"):
+        _applied(project, FLEET_ENV)
+    assert [r.getMessage() for r in caplog.records if "crawlfleet setting" in r.getMessage()] == []
