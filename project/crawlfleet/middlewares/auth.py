@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Self
 
-from scrapy import Request, signals
+from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
-from crawlfleet.middlewares.poolclient import (
-    PoolUnavailable,
-    pool_from_settings,
-)
+from crawlfleet.middlewares.poolclient import PoolMiddleware, PoolUnavailable
 from crawlfleet.settingtable import default
 
 log = logging.getLogger(__name__)
@@ -31,19 +27,14 @@ META_RETRIES = "accountpool_retries"
 META_SKIP = "dont_authorize"  # e.g. for pages that must be fetched anonymously
 
 
-class AuthorizationMiddleware:
+class AuthorizationMiddleware(PoolMiddleware):
+    SWITCH = "AUTHORIZATION_ENABLED"
+    POOL = "ACCOUNTPOOL"
+    STATS_PREFIX = "auth"
+
     def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
         s = crawler.settings
-        self.pool, self.backoff = pool_from_settings(
-            s,
-            crawler.stats,
-            switch="AUTHORIZATION_ENABLED",
-            pool="ACCOUNTPOOL",
-            component="AuthorizationMiddleware",
-            stats_prefix="auth",
-        )
-        self.crawler = crawler
-        self.stats = self.pool.stats
         self.default_site = s.get("ACCOUNTPOOL_SITE") or default("ACCOUNTPOOL_SITE")
         self.header = s.get("AUTHORIZATION_HEADER") or default("AUTHORIZATION_HEADER")
         self.format = s.get("AUTHORIZATION_FORMAT") or default("AUTHORIZATION_FORMAT")
@@ -64,11 +55,6 @@ class AuthorizationMiddleware:
         # has processed our report; and the report in flight, which a refetch waits for.
         self._rejected: dict[str, set[str]] = {}
         self._reporting: dict[str, asyncio.Task[None]] = {}
-        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler)
 
     def site_of(self, request: Request) -> str:
         spider_site = getattr(self.crawler.spider, "accountpool_site", None)
@@ -154,7 +140,5 @@ class AuthorizationMiddleware:
         retry.dont_filter = True
         return retry
 
-    async def spider_closed(self) -> None:
-        for fetch in list(self._fetches.values()):
-            fetch.cancel()
-        await self.pool.close()
+    def running(self) -> list[asyncio.Task[None]]:
+        return list(self._fetches.values())

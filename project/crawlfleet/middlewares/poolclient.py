@@ -17,9 +17,12 @@ import logging
 import os
 import random
 import ssl
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, ClassVar, Self
 
 import httpx
+from scrapy import signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
@@ -227,3 +230,39 @@ def pool_from_settings(
         settings.getfloat(f"{pool}_BACKOFF_MAX", default(f"{pool}_BACKOFF_MAX")),
     )
     return client, backoff
+
+
+class PoolMiddleware:
+    """What the two pool middlewares share: the pool's client and back-off from the settings
+    prefixed ``POOL`` (off when ``SWITCH`` is false), stats under ``STATS_PREFIX``, and closing
+    the client (after cancelling ``running()``) when the spider closes."""
+
+    SWITCH: ClassVar[str]
+    POOL: ClassVar[str]
+    STATS_PREFIX: ClassVar[str]
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.pool, self.backoff = pool_from_settings(
+            crawler.settings,
+            crawler.stats,
+            switch=self.SWITCH,
+            pool=self.POOL,
+            component=type(self).__name__,
+            stats_prefix=self.STATS_PREFIX,
+        )
+        self.crawler = crawler
+        self.stats = self.pool.stats
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def running(self) -> Iterable[asyncio.Task[None]]:
+        """The middleware's calls to the pool still under way."""
+        return ()
+
+    async def spider_closed(self) -> None:
+        for task in list(self.running()):
+            task.cancel()
+        await self.pool.close()

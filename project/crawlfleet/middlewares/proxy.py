@@ -20,9 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Self
 
-from scrapy import Request, signals
+from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.crawler import Crawler
 from scrapy.exceptions import (
@@ -36,10 +35,7 @@ from scrapy.http import Response
 from twisted.internet import error as net_error
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
-from crawlfleet.middlewares.poolclient import (
-    PoolUnavailable,
-    pool_from_settings,
-)
+from crawlfleet.middlewares.poolclient import PoolMiddleware, PoolUnavailable
 from crawlfleet.politeness.pacer import META_PROXY as META_CHOSEN
 from crawlfleet.politeness.pacer import pacer_for
 from crawlfleet.settingtable import default
@@ -75,19 +71,14 @@ def proxy_url(line: str) -> str:
     return line if "://" in line else f"http://{line}"
 
 
-class ProxyMiddleware:
+class ProxyMiddleware(PoolMiddleware):
+    SWITCH = "PROXYPOOL_ENABLED"
+    POOL = "PROXYPOOL"
+    STATS_PREFIX = "proxy"
+
     def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
         s = crawler.settings
-        self.pool, self.backoff = pool_from_settings(
-            s,
-            crawler.stats,
-            switch="PROXYPOOL_ENABLED",
-            pool="PROXYPOOL",
-            component="ProxyMiddleware",
-            stats_prefix="proxy",
-        )
-        self.crawler = crawler
-        self.stats = self.pool.stats
         self.batch_size = s.getint("PROXYPOOL_BATCH_SIZE", default("PROXYPOOL_BATCH_SIZE"))
         self.refresh_interval = s.getfloat(
             "PROXYPOOL_REFRESH_INTERVAL", default("PROXYPOOL_REFRESH_INTERVAL")
@@ -108,11 +99,6 @@ class ProxyMiddleware:
         self.pacer = pacer_for(crawler)
         if self.pacer is not None:
             self.pacer.use_proxies(lambda: self._live(time.monotonic()))
-        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler)
 
     # -- choosing a proxy ------------------------------------------------------------------
     def _live(self, now: float) -> list[str]:
@@ -243,7 +229,5 @@ class ProxyMiddleware:
         retry.dont_filter = True
         return retry
 
-    async def spider_closed(self) -> None:
-        if self._fetch is not None:
-            self._fetch.cancel()
-        await self.pool.close()
+    def running(self) -> list[asyncio.Task[None]]:
+        return [] if self._fetch is None else [self._fetch]
