@@ -193,7 +193,7 @@ class Settings:
     tls_key: str = DEFAULTS["tls_key"]
     redis_url: str = DEFAULTS["redis_url"]
     api_key: str = ""
-    allow_no_api_key: bool = False
+    insecure_no_api_key: bool = DEFAULTS["insecure_no_api_key"]
     operator_password: str = ""
     operator_redis_url: str = DEFAULTS["operator_redis_url"]
     spiders: tuple[str, ...] = DEFAULTS["spiders"]
@@ -261,7 +261,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -
         tls_key=values["tls_key"],
         redis_url=values["redis_url"],
         api_key=key,
-        allow_no_api_key=allowed,
+        insecure_no_api_key=allowed,
         operator_password=password,
         operator_redis_url=operator_redis_url(values["operator_redis_url"], password),
         spiders=values["spiders"],

@@ -54,13 +54,13 @@ def default_wait(url: str) -> int | None:
     return None if is_sentinel_url(url) or is_cluster_url(url) else 0
 
 
-def _positive(settings: BaseSettings, name: str, fallback: float | None = None) -> float:
-    """``settings[name]`` as a number > 0; unset: ``fallback`` when computed, else the table's."""
+def seconds_setting(settings: BaseSettings, name: str, fallback: float | None = None) -> float:
+    """``settings[name]`` as seconds > 0; unset: ``fallback`` when computed, else the table's."""
     raw = settings.get(name, default(name) if fallback is None else fallback)
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise FrontierConfigError(f"{name} must be a number, got {raw!r}") from None
+        raise FrontierConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
     if value <= 0:
         raise FrontierConfigError(f"{name} must be > 0, got {raw!r}")
     return value
@@ -174,8 +174,8 @@ def serializer_setting(settings: BaseSettings) -> str:
 
 def lease_settings(settings: BaseSettings) -> tuple[float, float]:
     """``SCHEDULER_LEASE_TIMEOUT`` and ``SCHEDULER_HEARTBEAT_INTERVAL`` (at most a third of it)."""
-    lease_timeout = _positive(settings, "SCHEDULER_LEASE_TIMEOUT")
-    heartbeat = _positive(settings, "SCHEDULER_HEARTBEAT_INTERVAL", lease_timeout / 6)
+    lease_timeout = seconds_setting(settings, "SCHEDULER_LEASE_TIMEOUT")
+    heartbeat = seconds_setting(settings, "SCHEDULER_HEARTBEAT_INTERVAL", lease_timeout / 6)
     if heartbeat * 3 > lease_timeout * (1 + 1e-9):
         raise FrontierConfigError(
             f"SCHEDULER_HEARTBEAT_INTERVAL ({heartbeat:g}) must be at most a third of "
@@ -278,7 +278,7 @@ class FrontierConfig:
         prefetch = _positive_int(
             "SCHEDULER_PREFETCH", settings.get("SCHEDULER_PREFETCH", default("SCHEDULER_PREFETCH"))
         )
-        idle_poll = _positive(settings, "SCHEDULER_IDLE_POLL_INTERVAL")
+        idle_poll = seconds_setting(settings, "SCHEDULER_IDLE_POLL_INTERVAL")
         batch = settings.get("REDIS_START_URLS_BATCH_SIZE") or settings.getint(
             "CONCURRENT_REQUESTS", 16
         )
@@ -312,15 +312,15 @@ class FrontierConfig:
             idle_poll_interval=idle_poll,
             prefetch=prefetch,
             # never shorter than SCHEDULER_IDLE_POLL_INTERVAL, where the back-off starts
-            idle_poll_max=max(idle_poll, _positive(settings, "SCHEDULER_IDLE_POLL_MAX")),
+            idle_poll_max=max(idle_poll, seconds_setting(settings, "SCHEDULER_IDLE_POLL_MAX")),
             enqueue_batch=_flag(settings, "SCHEDULER_ENQUEUE_BATCH"),
-            seen_cache=_count_setting(settings, "SCHEDULER_SEEN_CACHE"),
+            seen_cache=whole_setting(settings, "SCHEDULER_SEEN_CACHE", minimum=0),
             wait_replicas=(
                 default_wait(url)
                 if settings.get("SCHEDULER_WAIT_REPLICAS") is None
-                else _count_setting(settings, "SCHEDULER_WAIT_REPLICAS")
+                else whole_setting(settings, "SCHEDULER_WAIT_REPLICAS", minimum=0)
             ),
-            wait_timeout_ms=int(_positive(settings, "SCHEDULER_WAIT_TIMEOUT") * 1000),
+            wait_timeout_ms=int(seconds_setting(settings, "SCHEDULER_WAIT_TIMEOUT") * 1000),
             worker_id=str(settings.get("SCHEDULER_WORKER_ID") or default_worker_id()),
             request_classes=request_classes_setting(settings),
             url_schemes=url_schemes_setting(settings),
@@ -368,14 +368,16 @@ def _positive_int(name: str, raw: Any) -> int:
     return value
 
 
-def _count_setting(settings: BaseSettings, name: str) -> int:
+def whole_setting(settings: BaseSettings, name: str, *, minimum: int | None = None) -> int:
+    """``settings[name]`` (the table's default when unset) as an integer, at least ``minimum``."""
     raw = settings.get(name, default(name))
+    wanted = "an integer" if minimum is None else f"a whole number >= {minimum}"
     try:
         value = int(raw)
     except (TypeError, ValueError):
-        raise FrontierConfigError(f"{name} must be a whole number >= 0, got {raw!r}") from None
-    if value < 0 or str(value) != str(raw).strip():
-        raise FrontierConfigError(f"{name} must be a whole number >= 0, got {raw!r}")
+        raise FrontierConfigError(f"{name} must be {wanted}, got {raw!r}") from None
+    if str(value) != str(raw).strip() or (minimum is not None and value < minimum):
+        raise FrontierConfigError(f"{name} must be {wanted}, got {raw!r}")
     return value
 
 

@@ -102,9 +102,9 @@ def test_one_rule_for_a_non_loopback_bind(prefix: str) -> None:
 
 
 def test_the_dashboards_old_opt_out_names_still_work() -> None:
-    assert dashboard(["--host", "10.1.2.3", "--allow-no-api-key"], {}).allow_no_api_key
+    assert dashboard(["--host", "10.1.2.3", "--allow-no-api-key"], {}).insecure_no_api_key
     env = {"DASHBOARD_ALLOW_NO_API_KEY": "yes"}
-    assert dashboard(["--host", "10.1.2.3"], env).allow_no_api_key
+    assert dashboard(["--host", "10.1.2.3"], env).insecure_no_api_key
 
 
 def test_the_proxy_pool_refuses_its_key_as_a_flag() -> None:

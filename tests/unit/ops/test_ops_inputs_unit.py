@@ -72,7 +72,7 @@ def test_dashboard_defaults_and_environment() -> None:
 def test_dashboard_refuses_an_exposed_bind_without_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="refusing to listen on non-loopback"):
         _settings("--host", "0.0.0.0")
-    assert _settings("--host", "0.0.0.0", "--allow-no-api-key").allow_no_api_key
+    assert _settings("--host", "0.0.0.0", "--allow-no-api-key").insecure_no_api_key
     env = {"DASHBOARD_ALLOW_NO_API_KEY": "1"}
     assert _settings("--host", "::", env=env).host == "::"
     assert _settings("--host", "::1").host == "::1"

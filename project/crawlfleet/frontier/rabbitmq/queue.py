@@ -15,7 +15,7 @@ from typing import Any
 
 from scrapy.settings import BaseSettings
 
-from crawlfleet.frontier.config import FrontierConfigError
+from crawlfleet.frontier.config import FrontierConfigError, seconds_setting, whole_setting
 from crawlfleet.frontier.rabbitmq.client import BrokerClient, Delivery, QueueSpec
 from crawlfleet.settingtable import default
 
@@ -34,7 +34,7 @@ class RabbitSettings:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RabbitSettings:
-        max_priority = _int(settings, "SCHEDULER_QUEUE_MAX_PRIORITY")
+        max_priority = whole_setting(settings, "SCHEDULER_QUEUE_MAX_PRIORITY")
         if not 1 <= max_priority <= 255:
             raise FrontierConfigError(
                 f"SCHEDULER_QUEUE_MAX_PRIORITY must be 1 … 255 (RabbitMQ's limit), "
@@ -43,32 +43,10 @@ class RabbitSettings:
         return cls(
             url=str(settings.get("RABBITMQ_URL") or default("RABBITMQ_URL")),
             max_priority=max_priority,
-            priority_offset=_int(settings, "SCHEDULER_QUEUE_PRIORITY_OFFSET"),
-            connect_timeout=_seconds(settings, "RABBITMQ_CONNECT_TIMEOUT"),
-            reconnect_max=_seconds(settings, "RABBITMQ_RECONNECT_MAX_DELAY"),
+            priority_offset=whole_setting(settings, "SCHEDULER_QUEUE_PRIORITY_OFFSET"),
+            connect_timeout=seconds_setting(settings, "RABBITMQ_CONNECT_TIMEOUT"),
+            reconnect_max=seconds_setting(settings, "RABBITMQ_RECONNECT_MAX_DELAY"),
         )
-
-
-def _int(settings: BaseSettings, name: str) -> int:
-    raw = settings.get(name, default(name))
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise FrontierConfigError(f"{name} must be an integer, got {raw!r}") from None
-    if str(value) != str(raw).strip():
-        raise FrontierConfigError(f"{name} must be an integer, got {raw!r}")
-    return value
-
-
-def _seconds(settings: BaseSettings, name: str) -> float:
-    raw = settings.get(name, default(name))
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise FrontierConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise FrontierConfigError(f"{name} must be > 0, got {raw!r}")
-    return value
 
 
 class PriorityQueue:
