@@ -45,6 +45,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+# Role crawlfleet_app's builder lies beside this role: its tars, hashes and cross-downloads are
+# this script's too (projects_build.yml also puts it on PYTHONPATH).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "crawlfleet_app" / "files"))
+import build_wheelhouse as wheelhouse
+from build_wheelhouse import build_python, file_sha256, reset
+
 SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".scrapy"}
 SKIP_SUFFIXES = (".pyc", ".pyo")
 GIT_PREFIXES = ("http://", "https://", "ssh://", "git://", "git@", "file://")
@@ -119,14 +125,6 @@ def sources(tree: Path) -> list[Path]:
     return found
 
 
-def build_python(build_dir: Path) -> Path:
-    version = ".".join(map(str, sys.version_info[:3]))
-    python = build_dir / f".buildenv-{version}" / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
-    return python
-
-
 def requirement_wheels(
     build_dir: Path, platform: Path, requirements: list[str], key: str
 ) -> tuple[Path, Path]:
@@ -195,14 +193,6 @@ def check_spiders(project: dict[str, Any], venv: Path, tree: Path) -> list[str]:
     return have
 
 
-def reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    info.mtime = 0
-    info.mode = 0o755 if info.isdir() else 0o644
-    return info
-
-
 def package(tar_path: Path, tree: Path, wheels: Path, reqs: list[str]) -> Path:
     """The release tar; one that exists is reused (and touched: it is this build's again)."""
     files = sources(tree)
@@ -229,31 +219,13 @@ def prune(directory: Path, current: set[Path]) -> None:
     stay, and of the others the newest ``KEEP_BUILDS`` times as many (the builds before it, for
     a roll-back). Pruning per tar, by age alone, deleted a tar that the same build had reused
     and was about to return once a fleet had more than two Pythons."""
-    others = sorted(
-        (p for p in directory.glob("release-*.tar") if p not in current),
-        key=lambda p: p.stat().st_mtime,
-        reverse=True,
-    )
-    for old in others[KEEP_BUILDS * len(current) :]:
-        old.unlink()
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    wheelhouse.prune(directory, "release-*.tar", current, KEEP_BUILDS * len(current))
 
 
 def cross_release(
     project: dict[str, Any], build_dir: Path, target: dict[str, Any], tree: Path, files: list[Path]
 ) -> dict[str, str]:
     """The project's release for a target's Python: its requirements as binary wheels for it."""
-    # Beside role crawlfleet_app's build_wheelhouse.py (projects_build.yml puts it on
-    # PYTHONPATH); only a fleet with more than one Python needs it.
-    from build_wheelhouse import BuildError, cross_download
-
     reqs = [str(r) for r in project.get("requirements") or []]
     platform = Path(target["platform"])
     triple = json.dumps([target["python"], target["machine"], target["glibc"]])
@@ -267,8 +239,10 @@ def cross_release(
         if reqs:
             own = next(platform.glob("crawlfleet-*.whl"))
             try:
-                cross_download(build_python(build_dir), target, wheels, [str(own), *reqs], platform)
-            except BuildError as exc:
+                wheelhouse.cross_download(
+                    build_python(build_dir), target, wheels, [str(own), *reqs], platform
+                )
+            except wheelhouse.BuildError as exc:
                 raise ProjectError(str(exc)) from None
             # The platform's wheels come with the platform wheelhouse: only the rest is released.
             for wheel in wheels.glob("*.whl"):

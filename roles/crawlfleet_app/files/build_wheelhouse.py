@@ -250,10 +250,11 @@ def file_sha256(path: Path) -> str:
 
 
 def reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """A tar member without its builder's owner, time and mode: the same bytes every build."""
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
     info.mtime = 0
-    info.mode = 0o644
+    info.mode = 0o755 if info.isdir() else 0o644
     return info
 
 
@@ -338,13 +339,15 @@ def cross_build(
     return len(built)
 
 
-def prune(directory: Path, current: Path) -> None:
+def prune(directory: Path, pattern: str, current: set[Path], keep: int) -> None:
+    """Delete the tars ``pattern`` matches in ``directory`` but the ``current`` ones and the
+    newest ``keep`` of the others (for a roll-back)."""
     old = sorted(
-        (p for p in directory.glob("wheelhouse-*.tar") if p != current),
+        (p for p in directory.glob(pattern) if p not in current),
         key=lambda p: p.stat().st_mtime,
         reverse=True,
     )
-    for path in old[KEEP:]:
+    for path in old[keep:]:
         path.unlink()
 
 
@@ -365,7 +368,7 @@ def wheelhouse(project: Path, files: list[Path], build_dir: Path, target: dict[s
             build(project, files, tar_path)
         else:
             cross_build(project, files, target, tar_path, build_dir)
-        prune(directory, tar_path)
+        prune(directory, "wheelhouse-*.tar", {tar_path}, KEEP)
     with tarfile.open(tar_path) as tar:
         count = len(tar.getnames())
     return {
