@@ -13,6 +13,7 @@ import redis
 from hypothesis import HealthCheck, settings
 from support.backends import backend, queue_name, rabbit, rabbit_url
 from support.crawl import site, start_worker
+from support.lifecycle import running
 
 from redis_server import RedisServer, server_binary, start_redis
 
@@ -51,9 +52,7 @@ def redis_server(
     tmp_path_factory: pytest.TempPathFactory, redis_server_binary: str
 ) -> Iterator[RedisServer]:
     """One redis-server for the session; tests get a flushed database through ``redis_url``."""
-    server = start_redis(tmp_path_factory.mktemp("redis"), server=redis_server_binary)
-    yield server
-    server.stop()
+    yield from running(start_redis(tmp_path_factory.mktemp("redis"), server=redis_server_binary))
 
 
 @pytest.fixture
@@ -76,6 +75,4 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 @pytest.fixture
 def own_redis(tmp_path: Path, redis_server_binary: str) -> Iterator[RedisServer]:
     """A private redis-server a test may stop, restart or kill (AOF on, in tmp_path)."""
-    server = start_redis(tmp_path, server=redis_server_binary)
-    yield server
-    server.stop()
+    yield from running(start_redis(tmp_path, server=redis_server_binary))

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, OverflowMethod
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
@@ -142,24 +142,19 @@ def render_spider(view: dict[str, Any]) -> Group:
     return Group(*parts)
 
 
+def _table(columns: tuple[str, ...], left: int, overflow: OverflowMethod = "ellipsis") -> Table:
+    """A plain table of ``columns``: the first ``left`` of them text, the others numbers."""
+    table = Table(box=None, pad_edge=False, header_style="dim")
+    for n, column in enumerate(columns):
+        table.add_column(column, justify="left" if n < left else "right", overflow=overflow)
+    return table
+
+
 def _keys_table(pol: dict[str, Any]) -> Table:
     """The politeness keys, most recently used first (STATUS_KEYS of them)."""
-    table = Table(box=None, pad_edge=False, header_style="dim")
-    columns = (
-        "site",
-        "proxy",
-        "state",
-        "phase",
-        "budget/s",
-        "clean/s",
-        "learned/s",
-        "ceiling/s",
-        "cap/s",
-        "cool-down",
-        "bans 5m",
-    )
-    for column in columns:
-        table.add_column(column, justify="left" if column in columns[:3] else "right")
+    columns: tuple[str, ...] = ("site", "proxy", "state", "phase", "budget/s", "clean/s")
+    columns += ("learned/s", "ceiling/s", "cap/s", "cool-down", "bans 5m")
+    table = _table(columns, left=3)
     for k in pol["keys"][:STATUS_KEYS]:
         table.add_row(
             k["site"],
@@ -181,21 +176,9 @@ def _keys_table(pol: dict[str, Any]) -> Table:
 
 
 def _workers_table(workers: list[dict[str, Any]]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="dim")
-    columns = (
-        "worker",
-        "state",
-        "release",
-        "heartbeat",
-        "leased",
-        "acked",
-        "pages/min",
-        "items/min",
-    )
-    for column in columns:
-        left = column in ("worker", "state", "release")
-        # Worker ids are what operators grep for: fold them rather than cut them short.
-        table.add_column(column, justify="left" if left else "right", overflow="fold")
+    columns = ("worker", "state", "release", "heartbeat", "leased", "acked", "pages/min")
+    # Worker ids are what operators grep for: fold them rather than cut them short.
+    table = _table((*columns, "items/min"), left=3, overflow="fold")
     for w in workers:
         if w["alive"] and w.get("waiting"):
             state = Text("waiting", style="yellow")

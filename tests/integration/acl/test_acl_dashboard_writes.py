@@ -19,6 +19,7 @@ import redis
 from acl_helpers import SPIDER, env
 from support.crawl import Site
 from support.dashboard import KEY, Dashboard, PageClient, start_dashboard
+from support.lifecycle import running
 from support.net import free_port
 from support.secureredis import PASSWORDS, SecureRedis, start_acl_redis
 from support.waiting import wait_until
@@ -45,9 +46,9 @@ FAST = "\n".join(
 
 @pytest.fixture
 def hub(tmp_path: Path) -> Iterator[SecureRedis]:
-    server = start_acl_redis(tmp_path / "redis", [SPIDER], f"user admin on >{ADMIN} ~* &* +@all\n")
-    yield server
-    server.stop()
+    yield from running(
+        start_acl_redis(tmp_path / "redis", [SPIDER], f"user admin on >{ADMIN} ~* &* +@all\n")
+    )
 
 
 def admin(hub: SecureRedis) -> redis.Redis:

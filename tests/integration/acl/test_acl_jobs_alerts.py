@@ -13,6 +13,7 @@ import pytest
 import redis
 from acl_helpers import SPIDER, env
 from support.crawl import Site
+from support.lifecycle import running
 from support.secureredis import SecureRedis, start_acl_redis
 from support.waiting import wait_until
 
@@ -36,9 +37,7 @@ FAST = [
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureRedis]:
-    server = start_acl_redis(tmp_path_factory.mktemp("acl-jobs"), [SPIDER])
-    yield server
-    server.stop()
+    yield from running(start_acl_redis(tmp_path_factory.mktemp("acl-jobs"), [SPIDER]))
 
 
 def client(hub: SecureRedis, role: str) -> redis.Redis:

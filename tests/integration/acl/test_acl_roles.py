@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 from support.crawl import Site, frontier_settings
+from support.lifecycle import running
 from support.net import free_port
 from support.secureredis import PASSWORDS, SecureRedis, start_acl_redis
 from support.services import Service
@@ -31,9 +32,7 @@ REFUSED = "(?i)no permissions|can't access"
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureRedis]:
-    server = start_acl_redis(tmp_path_factory.mktemp("acl"), [SPIDER])
-    yield server
-    server.stop()
+    yield from running(start_acl_redis(tmp_path_factory.mktemp("acl"), [SPIDER]))
 
 
 def client(hub: SecureRedis, role: str) -> redis.Redis:

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 import redis
-from support.bloomdata import add_in_batches, count_present, fingerprints
+from support.bloomdata import add_as_a_worker, add_in_batches, count_present, fingerprints
 
 from crawlfleet.frontier import bloom
 from crawlfleet.frontier.bloom import BloomFilter
@@ -62,12 +62,7 @@ def _add_share(args: tuple[str, int, list[bytes]]) -> list[bytes]:
     url, blocks, fps = args
     client = redis.Redis.from_url(url)
     bf = BloomFilter(client, "s:bloomfilter", capacity=2_000_000, error_rate=0.0001, blocks=blocks)
-    new = []
-    half = len(fps) // 2
-    new += [fp for fp in fps[:half] if bf.add(fp)]
-    for start in range(half, len(fps), 50):
-        batch = fps[start : start + 50]
-        new += [fp for fp, flag in zip(batch, bf.add_many(batch), strict=True) if flag]
+    new = add_as_a_worker(bf, fps)
     client.close()
     return new
 

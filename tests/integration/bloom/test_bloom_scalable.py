@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 import redis
-from support.bloomdata import add_in_batches, count_present, fingerprints
+from support.bloomdata import add_as_a_worker, add_in_batches, count_present, fingerprints
 
 from crawlfleet.frontier.bloom import BloomFilter
 from crawlfleet.frontier.bloomlayout import (
@@ -110,12 +110,7 @@ def _add_share(args: tuple[str, list[bytes]]) -> list[bytes]:
     url, fps = args
     client = redis.Redis.from_url(url)
     bf = scalable(client, 20_000, 1e-6, 500)
-    new = []
-    half = len(fps) // 2
-    new += [fp for fp in fps[:half] if bf.add(fp)]
-    for start in range(half, len(fps), 50):
-        batch = fps[start : start + 50]
-        new += [fp for fp, flag in zip(batch, bf.add_many(batch), strict=True) if flag]
+    new = add_as_a_worker(bf, fps)
     client.close()
     return new
 

@@ -7,23 +7,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.lifecycle import running
 from support.rediscluster import RedisClusterGroup, start_redis_cluster
 
 
 @pytest.fixture
 def redis_cluster(tmp_path: Path) -> Iterator[RedisClusterGroup]:
     """Three primaries with one replica each on free loopback ports, for one test."""
-    group = start_redis_cluster(tmp_path / "cluster")
-    yield group
-    group.stop()
+    yield from running(start_redis_cluster(tmp_path / "cluster"))
 
 
 @pytest.fixture(scope="module")
 def steady_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterGroup]:
     """The same cluster for a whole module whose tests never stop one of its nodes."""
-    group = start_redis_cluster(tmp_path_factory.mktemp("cluster"))
-    yield group
-    group.stop()
+    yield from running(start_redis_cluster(tmp_path_factory.mktemp("cluster")))
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 from support.cli import cli
 from support.crawl import Site, frontier_settings, start_two
+from support.lifecycle import running
 from support.rediscluster import RedisClusterGroup, start_redis_cluster
 
 from crawlfleet.frontier.scheduler import Scheduler
@@ -28,9 +29,7 @@ NO_REPLICA = "has no replica online; enqueues do not wait"
 @pytest.fixture(scope="module")
 def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterGroup]:
     """Three primaries, no replica."""
-    group = start_redis_cluster(tmp_path_factory.mktemp("bare"), replicas=0)
-    yield group
-    group.stop()
+    yield from running(start_redis_cluster(tmp_path_factory.mktemp("bare"), replicas=0))
 
 
 def scheduler_on(url: str, **extra: object) -> Scheduler:

@@ -26,6 +26,7 @@ import httpx
 import pytest
 import scrapy
 from scrapy.utils.test import get_crawler
+from support.lifecycle import running
 from support.net import free_port
 from support.sites import QuietHandler, serve_http, url_of
 from support.waiting import wait_until
@@ -84,9 +85,7 @@ class Running:
 @pytest.fixture
 def locked_redis(tmp_path: Path) -> Iterator[RedisServer]:
     """A redis-server whose password is SECRET."""
-    server = start_redis(tmp_path, password=SECRET)
-    yield server
-    server.stop()
+    yield from running(start_redis(tmp_path, password=SECRET))
 
 
 @pytest.fixture
@@ -119,9 +118,9 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Running]]:
         return running
 
     yield launch
-    for running in started:
-        running.process.terminate()
-        running.process.wait(timeout=20)
+    for launched in started:
+        launched.process.terminate()
+        launched.process.wait(timeout=20)
 
 
 @pytest.mark.parametrize("kind", sorted(SERVE))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
+from support.lifecycle import running
 from support.net import free_port
 from support.services import Service
 
@@ -82,9 +83,7 @@ def masked(server: RedisServer) -> str:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = start_redis(tmp_path_factory.mktemp("hub"), password=PASSWORD)
-    yield server
-    server.stop()
+    yield from running(start_redis(tmp_path_factory.mktemp("hub"), password=PASSWORD))
 
 
 def start_proxypool(tmp: Path, redis_url: str) -> Service:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from support.lifecycle import running
 from support.sentinel import ACL_PASSWORDS, SentinelGroup, start_sentinel_group
 from support.waiting import wait_until
 
@@ -19,9 +20,7 @@ from crawlfleet.hub.errors import RedisConfigError
 
 @pytest.fixture
 def acl_group(tmp_path: Path) -> Iterator[SentinelGroup]:
-    group = start_sentinel_group(tmp_path / "sentinel", acl=True)
-    yield group
-    group.stop()
+    yield from running(start_sentinel_group(tmp_path / "sentinel", acl=True))
 
 
 def test_a_failover_happens_and_the_crawler_user_follows_it(acl_group: SentinelGroup) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from support.lifecycle import running
 from support.secureredis import make_tls_files
 from support.sentinel import PASSWORD, SENTINEL_PASSWORD, SentinelGroup, start_sentinel_group
 from support.waiting import wait_until
@@ -25,9 +26,9 @@ from crawlfleet.hub.urls import mask_url, parse_sentinel_url, redis_location, va
 @pytest.fixture
 def tls_group(tmp_path: Path) -> Iterator[SentinelGroup]:
     """One primary, two replicas and three Sentinels, every one on TLS only."""
-    group = start_sentinel_group(tmp_path / "sentinel", tls=make_tls_files(tmp_path / "ca"))
-    yield group
-    group.stop()
+    yield from running(
+        start_sentinel_group(tmp_path / "sentinel", tls=make_tls_files(tmp_path / "ca"))
+    )
 
 
 def test_tls_sentinel_clients_write_read_and_follow_a_failover(tls_group: SentinelGroup) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 from support.crawl import Site, frontier_settings
+from support.lifecycle import running
 from support.secureredis import SecureRedis, make_tls_files, start_tls_redis
 
 from crawlfleet import tlsca
@@ -24,9 +25,7 @@ from crawlfleet.hub.connect import get_redis
 @pytest.fixture(scope="module")
 def tls_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureRedis]:
     base = tmp_path_factory.mktemp("tls")
-    server = start_tls_redis(base / "redis", make_tls_files(base / "ca"))
-    yield server
-    server.stop()
+    yield from running(start_tls_redis(base / "redis", make_tls_files(base / "ca")))
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

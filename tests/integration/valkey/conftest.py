@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.lifecycle import running
 
 from redis_server import RedisServer, server_binary, start_redis
 
@@ -25,6 +26,4 @@ def redis_server(
     tmp_path_factory: pytest.TempPathFactory, redis_server_binary: str
 ) -> Iterator[RedisServer]:
     """One valkey-server for this directory; tests get a flushed database through ``redis_url``."""
-    server = start_redis(tmp_path_factory.mktemp("valkey"), server=redis_server_binary)
-    yield server
-    server.stop()
+    yield from running(start_redis(tmp_path_factory.mktemp("valkey"), server=redis_server_binary))

@@ -155,34 +155,25 @@ def test_network_causes(exc: BaseException, cause: str) -> None:
 
 def test_pool_network_causes() -> None:
     request = httpx.Request("GET", "http://pool.internal:5555/count")
+
+    def cause(exc: BaseException, timeout: float = 5) -> str | None:
+        return network_cause(
+            exc,
+            service="the proxy pool",
+            url=str(request.url),
+            env="PROXYPOOL_URL",
+            timeout=timeout,
+            host=HOST,
+        )
+
     dns = raised(httpx.ConnectError("[Errno -2]", request=request), DNS)
-    assert network_cause(
-        dns,
-        service="the proxy pool",
-        url=str(request.url),
-        env="PROXYPOOL_URL",
-        timeout=5,
-        host=HOST,
-    ) == (
+    assert cause(dns) == (
         "cannot resolve 'pool.internal' (DNS): check the host name in PROXYPOOL_URL "
         "and this host's /etc/hosts or resolver"
     )
     slow = httpx.ReadTimeout("timed out", request=request)
-    assert network_cause(
-        slow,
-        service="the proxy pool",
-        url=str(request.url),
-        env="PROXYPOOL_URL",
-        timeout=2.5,
-        host=HOST,
-    ) == CAUSES["timeout"].replace("5 s", "2.5 s")
-    other = httpx.RemoteProtocolError("Server disconnected", request=request)
-    assert (
-        network_cause(
-            other, service="x", url=str(request.url), env="PROXYPOOL_URL", timeout=5, host=HOST
-        )
-        is None
-    )
+    assert cause(slow, timeout=2.5) == CAUSES["timeout"].replace("5 s", "2.5 s")
+    assert cause(httpx.RemoteProtocolError("Server disconnected", request=request)) is None
 
 
 def test_redis_answers() -> None:
