@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -15,4 +16,16 @@ def wait_until(
         if check():
             return
         time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what or 'a condition'}")
+
+
+async def until(
+    check: Callable[[], bool], what: str = "", timeout: float = 10.0, interval: float = 0.02
+) -> None:
+    """:func:`wait_until` inside a coroutine: polls between awaits, so the loop keeps running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what or 'a condition'}")

@@ -30,7 +30,7 @@ from support.crawl import heartbeats
 from support.net import free_port
 from support.services import start_process, stop_process, wait_healthy
 from support.sites import QuietHandler, serve_http, url_of
-from support.waiting import wait_until
+from support.waiting import until, wait_until
 
 from crawlfleet.alerts import rules
 from crawlfleet.alerts.rules import Alert
@@ -286,13 +286,10 @@ def test_notifier_retries_with_back_off_and_gives_up_on_client_errors(receiver: 
         sender = asyncio.ensure_future(notifier.run())
         notifier.update([_alert()], 10.0)  # firing, after a 503 and a 429
         notifier.update([], 11.0)  # resolved
-        began = time.monotonic()
-        while notifier.delivered < 2 and time.monotonic() - began < 10:
-            await asyncio.sleep(0.02)
+        await until(lambda: notifier.delivered >= 2, "the firing and the resolved event")
         got.codes = [400]
         notifier.update([_alert(rules.BAN_STORM)], 12.0)  # refused for good: not retried
-        while notifier.dropped < 1 and time.monotonic() - began < 10:
-            await asyncio.sleep(0.02)
+        await until(lambda: notifier.dropped >= 1, "the refused event dropped")
         sender.cancel()
         return notifier
 
@@ -311,9 +308,7 @@ def test_notifier_drops_an_event_after_its_attempts_when_the_receiver_is_down() 
         notifier = Notifier(down, timeout=1.0, attempts=3, backoff=0.05)
         sender = asyncio.ensure_future(notifier.run())
         notifier.update([_alert()], 1.0)
-        began = time.monotonic()
-        while notifier.dropped < 1 and time.monotonic() - began < 10:
-            await asyncio.sleep(0.02)
+        await until(lambda: notifier.dropped >= 1, "the event dropped after its attempts")
         sender.cancel()
         return notifier
 
