@@ -13,6 +13,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from support.packages import WORKER_SIDE
+
 PACKAGE = Path(__file__).resolve().parents[3] / "project" / "crawlfleet"
 
 # Modules that share no crawl's logic: they name the hub's keys through crawlfleet.hub only.
@@ -237,18 +239,9 @@ def test_the_pools_jobs_alerts_acl_and_politeness_do_not_import_the_crawl_queue(
 
 
 def test_nothing_imports_an_operator_view_from_the_worker_side() -> None:
-    worker_side = (
-        "crawlfleet.frontier",
-        "crawlfleet.politeness",
-        "crawlfleet.extensions",
-        "crawlfleet.pipelines",
-        "crawlfleet.middlewares",
-        "crawlfleet.addon",
-        "crawlfleet.spiderstart",
-    )
-    assert into(PACKAGE, worker_side, "crawlfleet.views") == []
-    assert into(PACKAGE, worker_side, "crawlfleet.commands") == []
-    assert into(PACKAGE, worker_side, "crawlfleet.dashboard") == []
+    assert into(PACKAGE, WORKER_SIDE, "crawlfleet.views") == []
+    assert into(PACKAGE, WORKER_SIDE, "crawlfleet.commands") == []
+    assert into(PACKAGE, WORKER_SIDE, "crawlfleet.dashboard") == []
 
 
 def test_the_cli_and_the_dashboard_are_two_faces_over_the_same_operations() -> None:

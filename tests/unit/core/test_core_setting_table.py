@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scrapy.settings import Settings
+from support import packages
 
 from crawlfleet.frontier.bloomlayout import layout_from_settings
 from crawlfleet.frontier.config import FrontierConfig
@@ -26,20 +27,9 @@ from crawlfleet.politeness.config import PolitenessConfig
 from crawlfleet.settingtable import SCRAPY_SETTINGS, SECTIONS, SETTINGS, Also, default, unknown
 
 PACKAGE = Path(__file__).resolve().parents[3] / "project" / "crawlfleet"
-# The worker side: what runs inside `scrapy crawl` and reads Scrapy settings.
-WORKER_SIDE = (
-    "frontier",
-    "politeness",
-    "middlewares",
-    "extensions",
-    "pipelines.py",
-    "addon.py",
-    "fleetsettings.py",
-    "spiderstart.py",
-)
 # The hub's floor declares the values the table rows name (key templates, URL, params): it
 # stands on nothing of crawlfleet's, so it cannot read them from the table.
-HUB = ("hub",)
+HUB = ("crawlfleet.hub",)
 NAME = re.compile(
     r"SCHEDULER|(?:SCHEDULER|REDIS|BLOOMFILTER|POLITENESS|PROXYPOOL|ACCOUNTPOOL|AUTHORIZATION"
     r"|ITEMS|WORKERSTATS|RABBITMQ|DUPEFILTER|FLEET|CRAWLFLEET_CA)(?:_[A-Z0-9]+)+"
@@ -48,9 +38,12 @@ NAME = re.compile(
 POOLS = ("PROXYPOOL", "ACCOUNTPOOL")
 
 
-def sources(root: Path, parts: tuple[str, ...]) -> Iterator[tuple[str, ast.Module]]:
-    for part in parts:
-        path = root / part
+def sources(root: Path, modules: tuple[str, ...]) -> Iterator[tuple[str, ast.Module]]:
+    """Each module (or each module of a package) named, below the package's folder ``root``."""
+    for module in modules:
+        path = root / module.removeprefix("crawlfleet.").replace(".", "/")
+        if not path.is_dir():
+            path = path.with_suffix(".py")
         if not path.exists():
             continue
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
@@ -119,7 +112,7 @@ def own_defaults(where: str, tree: ast.Module, table: set[str]) -> Iterator[str]
 def scan(root: Path, table: set[str]) -> tuple[set[str], list[str]]:
     read: set[str] = set()
     faults: list[str] = []
-    for where, tree in sources(root, WORKER_SIDE):
+    for where, tree in sources(root, packages.WORKER_SIDE):
         read |= names_read(tree)
         faults += own_defaults(where, tree, table)
     for _, tree in sources(root, HUB):
