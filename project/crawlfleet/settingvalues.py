@@ -3,11 +3,12 @@
 Scrapy's own ``settings.getbool`` answers a value such as ``"maybe"`` with a generic
 "Supported values for boolean settings are …" that does not say which setting was wrong (and takes
 ``2`` or ``0.5`` without a word); every true-or-false setting crawlfleet reads goes through
-:func:`flag` instead.
+:func:`flag` instead, and every number of seconds that must be above 0 through :func:`seconds`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # read through its methods only: importing this module needs no Scrapy
@@ -33,6 +34,22 @@ def flag(
     if isinstance(raw, str) and raw.strip().lower() in WORDS:
         return WORDS[raw.strip().lower()]
     raise error(f"{name} must be true or false, got {_shown(raw)}")
+
+
+def seconds(
+    settings: BaseSettings, name: str, default: float, error: type[Exception] = ValueError
+) -> float:
+    """``settings[name]`` as a finite number of seconds above 0; unset is ``default``. Anything
+    else raises ``error`` naming ``name`` (``inf`` and ``nan`` too: a timeout of ``inf`` seconds
+    never ends, and cannot become milliseconds)."""
+    raw = settings.get(name, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise error(f"{name} must be a number of seconds, got {_shown(raw)}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise error(f"{name} must be > 0, got {_shown(raw)}")
+    return value
 
 
 def _shown(raw: Any) -> str:

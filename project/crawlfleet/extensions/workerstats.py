@@ -38,7 +38,7 @@ from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.hub.lua import read_lua
 from crawlfleet.hub.urls import mask_url
 from crawlfleet.settingtable import default
-from crawlfleet.settingvalues import flag
+from crawlfleet.settingvalues import flag, seconds
 
 logger = logging.getLogger(__name__)
 
@@ -51,17 +51,6 @@ _ERROR_LOG_INTERVAL = 30.0
 # project, version, k1, v1, …
 # Keys expire a day after the last write, like the frontier's per-worker keys.
 _WRITE = read_lua("crawlfleet.extensions", "workerstats_write.lua")
-
-
-def _positive(crawler: Crawler, name: str) -> float:
-    raw = crawler.settings.get(name, default(name))
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be > 0, got {raw!r}")
-    return value
 
 
 def numeric_stats(stats: dict[str, Any]) -> list[str]:
@@ -100,8 +89,10 @@ class WorkerStats:
     def from_crawler(cls, crawler: Crawler) -> Self:
         if not flag(crawler.settings, "WORKERSTATS_ENABLED", default("WORKERSTATS_ENABLED")):
             raise NotConfigured("WORKERSTATS_ENABLED is False")
-        interval = _positive(crawler, "WORKERSTATS_INTERVAL")
-        history = _positive(crawler, "WORKERSTATS_HISTORY")
+        interval = seconds(
+            crawler.settings, "WORKERSTATS_INTERVAL", default("WORKERSTATS_INTERVAL")
+        )
+        history = seconds(crawler.settings, "WORKERSTATS_HISTORY", default("WORKERSTATS_HISTORY"))
         client = redis_from_settings(crawler.settings, check=False)
         ext = cls(crawler, client, interval, history)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)

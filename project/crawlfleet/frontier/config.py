@@ -30,7 +30,7 @@ from crawlfleet.hub.keys import (
 from crawlfleet.hub.urls import is_cluster_url, is_sentinel_url, mask_url
 from crawlfleet.politeness.config import KEY_KINDS
 from crawlfleet.settingtable import default
-from crawlfleet.settingvalues import flag
+from crawlfleet.settingvalues import flag, seconds
 
 DEFAULT_QUEUE_CLASS = "crawlfleet.frontier.queues.PriorityQueue"
 # the default when politeness is on: a priority queue per politeness key, the keys served in turn
@@ -56,14 +56,9 @@ def default_wait(url: str) -> int | None:
 
 def seconds_setting(settings: BaseSettings, name: str, fallback: float | None = None) -> float:
     """``settings[name]`` as seconds > 0; unset: ``fallback`` when computed, else the table's."""
-    raw = settings.get(name, default(name) if fallback is None else fallback)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise FrontierConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise FrontierConfigError(f"{name} must be > 0, got {raw!r}")
-    return value
+    return seconds(
+        settings, name, default(name) if fallback is None else fallback, FrontierConfigError
+    )
 
 
 def _key(

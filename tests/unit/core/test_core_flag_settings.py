@@ -137,3 +137,19 @@ def test_flag_takes_true_and_false_and_names_the_setting_otherwise(raw: Any) -> 
 def test_an_unset_flag_is_its_default() -> None:
     assert flag(Settings({}), "SOME_FLAG", True) is True
     assert flag(Settings({"SOME_FLAG": None}), "SOME_FLAG", False) is False
+
+
+@pytest.mark.parametrize("value", ["inf", float("inf"), "nan", float("nan"), "-inf"])
+@pytest.mark.parametrize(
+    "name", ["SCHEDULER_LEASE_TIMEOUT", "SCHEDULER_WAIT_TIMEOUT", "SCHEDULER_IDLE_POLL_MAX"]
+)
+def test_a_number_of_seconds_that_never_ends_is_one_line(name: str, value: object) -> None:
+    # inf passed `> 0` and then overflowed turning into milliseconds (a traceback), nan passed it
+    with pytest.raises(FrontierConfigError, match=rf"^{name} must be > 0, got "):
+        FrontierConfig.from_settings(Settings({name: value}), "book")
+
+
+def test_the_extensions_seconds_refuse_what_never_ends() -> None:
+    for value in ("inf", "nan", "0", "soon"):
+        with pytest.raises(ValueError, match=r"^WORKERSTATS_HISTORY must be"):
+            WorkerStats.from_crawler(get_crawler(settings_dict={"WORKERSTATS_HISTORY": value}))
