@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -194,13 +195,32 @@ def option_table(module_name: str, attribute: str) -> str:
 # ---- the worker components' settings
 
 
+def setting_default(row: Any, declared: dict[str, Any]) -> str:
+    """The default column of a row of the settings table: its own words, else the value of the
+    setting as declared (an ``Also`` row's in its own section)."""
+    if row.shown:
+        return cell(row.shown)
+    if row.name not in declared:
+        return "—"  # one of Scrapy's own settings
+    value = declared[row.name].default
+    if value is None:
+        return "unset"
+    if value == "":
+        return "empty"
+    if isinstance(value, str):
+        return code(value)
+    if isinstance(value, bool | int | float):
+        return code(repr(value))
+    return code(json.dumps(list(value) if isinstance(value, tuple) else value))
+
+
 def setting_table(module_name: str, attribute: str) -> str:
     """The table of one section of ``crawlfleet.settingtable``."""
     module = importlib.import_module(module_name)
     rows = ["| setting | default | meaning |", "|---|---|---|"]
     for row in module.SECTIONS[attribute]:
-        default = module.shown_default(row)
-        rows.append(f"| `{row.name}` | {cell(default)} | {cell(row.doc)} |")
+        default = setting_default(row, module.SETTINGS)
+        rows.append(f"| `{row.name}` | {default} | {cell(row.doc)} |")
     return "\n".join(rows) + "\n"
 
 

@@ -21,7 +21,7 @@ from crawlfleet.settingtable.frontier import BLOOM, FRONTIER
 from crawlfleet.settingtable.politeness import POLITENESS
 from crawlfleet.settingtable.pools import ACCOUNTPOOL, PROXYPOOL
 from crawlfleet.settingtable.rabbitmq import RABBITMQ
-from crawlfleet.settingtable.row import Also, Setting, default_text
+from crawlfleet.settingtable.row import Also, Setting
 from crawlfleet.settingtable.worker import ADDON, ITEMS, WORKERSTATS
 
 SECTIONS: dict[str, tuple[Setting | Also, ...]] = {
@@ -87,14 +87,6 @@ def unknown(names: Iterable[str], scrapys: Iterable[str] = ()) -> list[str]:
     return lines
 
 
-def shown_default(row: Setting | Also) -> str:
-    """The default column of ``row`` in the reference page."""
-    if row.shown:
-        return row.shown
-    declared = SETTINGS.get(row.name)
-    return default_text(declared.default) if declared else "—"
-
-
 __all__ = [
     "SCRAPY_SETTINGS",
     "SECTIONS",
@@ -102,6 +94,5 @@ __all__ = [
     "Also",
     "Setting",
     "default",
-    "shown_default",
     "unknown",
 ]

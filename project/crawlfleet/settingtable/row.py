@@ -3,7 +3,6 @@ it; an :class:`Also` lists it again in another section's table, with what it mea
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,22 +29,3 @@ class Also:
     name: str
     doc: str
     shown: str = ""
-
-
-def default_text(value: Any) -> str:
-    """How a declared default reads in the documentation's default column."""
-    if value is None:
-        return "unset"
-    if value == "":
-        return "empty"
-    if isinstance(value, str):
-        return code(value)
-    if isinstance(value, bool | int | float):
-        return code(repr(value))
-    return code(json.dumps(value if not isinstance(value, tuple) else list(value)))
-
-
-def code(value: str) -> str:
-    fence = "``" if "`" in value else "`"
-    pad = " " if "`" in value else ""
-    return f"{fence}{pad}{value}{pad}{fence}"
