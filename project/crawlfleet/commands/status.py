@@ -152,8 +152,19 @@ def _table(columns: tuple[str, ...], left: int, overflow: OverflowMethod = "elli
 
 def _keys_table(pol: dict[str, Any]) -> Table:
     """The politeness keys, most recently used first (STATUS_KEYS of them)."""
-    columns: tuple[str, ...] = ("site", "proxy", "state", "phase", "budget/s", "clean/s")
-    columns += ("learned/s", "ceiling/s", "cap/s", "cool-down", "bans 5m")
+    columns = (
+        "site",
+        "proxy",
+        "state",
+        "phase",
+        "budget/s",
+        "clean/s",
+        "learned/s",
+        "ceiling/s",
+        "cap/s",
+        "cool-down",
+        "bans 5m",
+    )
     table = _table(columns, left=3)
     for k in pol["keys"][:STATUS_KEYS]:
         table.add_row(
@@ -176,9 +187,18 @@ def _keys_table(pol: dict[str, Any]) -> Table:
 
 
 def _workers_table(workers: list[dict[str, Any]]) -> Table:
-    columns = ("worker", "state", "release", "heartbeat", "leased", "acked", "pages/min")
+    columns = (
+        "worker",
+        "state",
+        "release",
+        "heartbeat",
+        "leased",
+        "acked",
+        "pages/min",
+        "items/min",
+    )
     # Worker ids are what operators grep for: fold them rather than cut them short.
-    table = _table((*columns, "items/min"), left=3, overflow="fold")
+    table = _table(columns, left=3, overflow="fold")
     for w in workers:
         if w["alive"] and w.get("waiting"):
             state = Text("waiting", style="yellow")

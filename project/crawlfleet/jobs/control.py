@@ -260,33 +260,39 @@ def stop_job(
 
 def pause_job(client: redis.Redis, job_id: str, by: str) -> Outcome:
     """The job's workers stop taking requests (``<spider>:paused``); idempotent."""
-    return _pause(client, job_id, by, pause=True)
+    job = _switch(client, job_id, "running", "paused", "paused")
+    if job is None:
+        return Outcome(job_id, f"job {job_id} was already paused")
+    client.set(
+        SpiderKeys.for_client(job["spider"], client).paused,
+        store.pause_marker(job_id, by, store.now_ms(client)),
+    )
+    store.record_history(client, job_id, by, "pause", "workers stop taking requests")
+    return Outcome(job_id, f"paused job {job_id} ({job['spider']}): workers keep their leases")
 
 
 def resume_job(client: redis.Redis, job_id: str, by: str) -> Outcome:
     """A paused job carries on; idempotent."""
-    return _pause(client, job_id, by, pause=False)
-
-
-def _pause(client: redis.Redis, job_id: str, by: str, *, pause: bool) -> Outcome:
-    job = store.get_job(client, job_id)
-    before, after = ("running", "paused") if pause else ("paused", "running")
-    changed, old = store.transition(client, job_id, [before], after)
-    if not changed:
-        if old == after:
-            return Outcome(
-                job_id, f"job {job_id} was {'already paused' if pause else 'not paused'}"
-            )
-        verb = "paused" if pause else "resumed"
-        raise JobError(f"job {job_id} is {old}: only a {before} job can be {verb}")
-    paused = SpiderKeys.for_client(job["spider"], client).paused
-    if pause:
-        client.set(paused, store.pause_marker(job_id, by, store.now_ms(client)))
-        store.record_history(client, job_id, by, "pause", "workers stop taking requests")
-        return Outcome(job_id, f"paused job {job_id} ({job['spider']}): workers keep their leases")
-    client.delete(paused)
+    job = _switch(client, job_id, "paused", "running", "resumed")
+    if job is None:
+        return Outcome(job_id, f"job {job_id} was not paused")
+    client.delete(SpiderKeys.for_client(job["spider"], client).paused)
     store.record_history(client, job_id, by, "resume", "workers take requests again")
     return Outcome(job_id, f"resumed job {job_id} ({job['spider']}) by {by}")
+
+
+def _switch(
+    client: redis.Redis, job_id: str, before: str, after: str, done: str
+) -> dict[str, Any] | None:
+    """The job moved from ``before`` to ``after``; None when it already was ``after``, JobError
+    (``only a <before> job can be <done>``) when it is neither."""
+    job = store.get_job(client, job_id)
+    changed, old = store.transition(client, job_id, [before], after)
+    if changed:
+        return job
+    if old == after:
+        return None
+    raise JobError(f"job {job_id} is {old}: only a {before} job can be {done}")
 
 
 def unit_logs(
