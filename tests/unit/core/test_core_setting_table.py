@@ -82,6 +82,21 @@ def _literal(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and "DEFAULT" in node.id
 
 
+def _not_its_own(name: str, node: ast.expr) -> bool:
+    """A default beside ``name`` that is not the table's for it: a literal, or ``default()`` of
+    another setting (a name typed twice, once wrong)."""
+    if _literal(node):
+        return True
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "default"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value != name
+    )
+
+
 def _setting_arg(call: ast.Call, table: set[str]) -> int | None:
     for index, arg in enumerate(call.args):
         if isinstance(arg, ast.Constant) and arg.value in table:
@@ -97,15 +112,15 @@ def own_defaults(where: str, tree: ast.Module, table: set[str]) -> Iterator[str]
             given = node.args[index + 1 :] + [
                 k.value for k in node.keywords if k.arg in ("default", "fallback")
             ]
-            if any(_literal(arg) for arg in given):
+            if any(_not_its_own(name, arg) for arg in given):
                 yield f"{where}:{node.lineno} reads {name} with a default of its own"
         elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
             first = node.values[0]
             if not isinstance(first, ast.Call):
                 continue
             index = _setting_arg(first, table)
-            if index is not None and any(_literal(v) for v in node.values[1:]):
-                name = first.args[index].value  # type: ignore[attr-defined]
+            name = None if index is None else first.args[index].value  # type: ignore[attr-defined]
+            if name is not None and any(_not_its_own(name, v) for v in node.values[1:]):
                 yield f"{where}:{node.lineno} reads {name} with a default of its own"
 
 
@@ -137,6 +152,8 @@ def test_the_checks_catch_planted_faults(tmp_path: Path) -> None:
         '    e = settings.getfloat(f"{pool}_TIMEOUT", default(f"{pool}_TIMEOUT"))\n'
         '    g = _number(settings, "POLITENESS_WINDOW", positive=True)\n'
         '    h = settings.get("POLITENESS_RATES")\n'
+        '    i = settings.getint("SCHEDULER_PREFETCH", default("SCHEDULER_SHARDS"))\n'
+        '    j = settings.get("SCHEDULER_SERIALIZER") or default("SCHEDULER_SERIALIZER")\n'
     )
     table = {"SCHEDULER_PREFETCH", "SCHEDULER_SERIALIZER", "POLITENESS_GROWTH"}
     table |= {"SCHEDULER_URL_SCHEMES", "POLITENESS_WINDOW"}
@@ -146,6 +163,7 @@ def test_the_checks_catch_planted_faults(tmp_path: Path) -> None:
         "frontier/config.py:3 reads SCHEDULER_SERIALIZER with a default of its own",
         "frontier/config.py:4 reads POLITENESS_GROWTH with a default of its own",
         "frontier/config.py:5 reads SCHEDULER_URL_SCHEMES with a default of its own",
+        "frontier/config.py:9 reads SCHEDULER_PREFETCH with a default of its own",
     ]
     assert {"PROXYPOOL_TIMEOUT", "ACCOUNTPOOL_TIMEOUT", "ITEMS_KEY", "POLITENESS_RATES"} <= read
     assert "POLITENESS_WINDOW" in read
