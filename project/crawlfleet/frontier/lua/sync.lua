@@ -21,24 +21,20 @@ if nack > 0 then
   stat('scheduler/acked', redis.call('HDEL', lk, unpack(ARGV, i, i + nack - 1)))
 end
 i = i + nack
-local failed = 0
-for j = 1, nfail do
-  if redis.call('HDEL', lk, ARGV[i]) == 1 then
-    redis.call('RPUSH', FAILED, ARGV[i + 1])
-    failed = failed + 1
+-- n (lease id, entry) pairs from ARGV[i]: each lease still held ends, its entry goes to list.
+local function settle(n, list, name)
+  local moved = 0
+  for j = 1, n do
+    if redis.call('HDEL', lk, ARGV[i]) == 1 then
+      redis.call('RPUSH', list, ARGV[i + 1])
+      moved = moved + 1
+    end
+    i = i + 2
   end
-  i = i + 2
+  stat(name, moved)
 end
-stat('scheduler/failed', failed)
-local dead = 0
-for j = 1, ndead do
-  if redis.call('HDEL', lk, ARGV[i]) == 1 then
-    redis.call('RPUSH', DEADLETTER, ARGV[i + 1])
-    dead = dead + 1
-  end
-  i = i + 2
-end
-stat('scheduler/deadletter', dead)
+settle(nfail, FAILED, 'scheduler/failed')
+settle(ndead, DEADLETTER, 'scheduler/deadletter')
 for j = 1, nstat do
   stat(ARGV[i], tonumber(ARGV[i + 1]))
   i = i + 2
