@@ -13,14 +13,7 @@ import json
 import time
 from typing import Any
 
-from crawlfleet.commands.opsargs import (
-    UsageError,
-    add_redis_arg,
-    check_spider,
-    connect,
-    intermixed,
-    run_guarded,
-)
+from crawlfleet.commands import opsargs
 from crawlfleet.jobs import control, store
 
 ACTIONS = ("start", "list", "show", "stop", "pause", "resume", "logs")
@@ -97,7 +90,9 @@ def add_parser(subparsers: Any) -> None:
         "job", help="start, list, show, stop, pause and resume crawl jobs"
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    start = intermixed(actions.add_parser("start", help="start a spider's crawl on the workers"))
+    start = opsargs.intermixed(
+        actions.add_parser("start", help="start a spider's crawl on the workers")
+    )
     add_job_args(start)
     start.add_argument(
         "--fresh-dupefilter",
@@ -140,7 +135,7 @@ def add_parser(subparsers: Any) -> None:
             help="seconds the agents have to answer (default %(default)s)",
         )
     for p in actions.choices.values():
-        add_redis_arg(p)
+        opsargs.add_redis_arg(p)
     parser.set_defaults(run=run)
 
 
@@ -219,12 +214,12 @@ def _print_logs(found: dict[str, dict[str, Any]]) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     if args.action == "start":
-        check_spider(args.spider)
+        opsargs.check_spider(args.spider)
     if getattr(args, "id", None) is not None and not args.id.strip():
-        raise UsageError("a job id must not be empty")
+        raise opsargs.UsageError("a job id must not be empty")
     if args.action == "logs" and not 1 <= args.lines <= control.MAX_LOG_LINES:
-        raise UsageError(f"--lines must be from 1 to {control.MAX_LOG_LINES}")
-    client = connect(args.redis_url)
+        raise opsargs.UsageError(f"--lines must be from 1 to {control.MAX_LOG_LINES}")
+    client = opsargs.connect(args.redis_url)
     by = store.who()
     if args.action == "list":
         jobs = store.list_jobs(client, max(1, args.limit))
@@ -257,4 +252,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_guarded("job", _run, args)
+    return opsargs.run_guarded("job", _run, args)

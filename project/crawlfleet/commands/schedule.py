@@ -13,15 +13,8 @@ import json
 import time
 from typing import Any
 
+from crawlfleet.commands import opsargs
 from crawlfleet.commands.job import add_job_args, job_spec
-from crawlfleet.commands.opsargs import (
-    UsageError,
-    add_redis_arg,
-    check_spider,
-    connect,
-    intermixed,
-    run_guarded,
-)
 from crawlfleet.jobs import schedules, store
 from crawlfleet.jobs.timespec import TimeSpecError
 
@@ -29,7 +22,7 @@ from crawlfleet.jobs.timespec import TimeSpecError
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("schedule", help="recurring crawl jobs")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add = intermixed(actions.add_parser("add", help="a new recurring job"))
+    add = opsargs.intermixed(actions.add_parser("add", help="a new recurring job"))
     add_job_args(add)
     when = add.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", help="five fields, UTC: '0 3 * * *' is 03:00 every day")
@@ -65,7 +58,7 @@ def add_parser(subparsers: Any) -> None:
     ):
         actions.add_parser(name, help=text).add_argument("id", help="schedule id")
     for p in actions.choices.values():
-        add_redis_arg(p)
+        opsargs.add_redis_arg(p)
     parser.set_defaults(run=run)
 
 
@@ -78,12 +71,12 @@ def _time(seconds: Any) -> str:
 def _run(args: argparse.Namespace) -> int:
     when: dict[str, Any] = {}
     if args.action == "add":
-        check_spider(args.spider)
+        opsargs.check_spider(args.spider)
         try:
             when = schedules.when_fields(args.cron, args.every)
         except TimeSpecError as exc:
-            raise UsageError(str(exc)) from None
-    client = connect(args.redis_url)
+            raise opsargs.UsageError(str(exc)) from None
+    client = opsargs.connect(args.redis_url)
     if args.action == "add":
         spec = job_spec(args, overlap=args.overlap)
         record = schedules.create_schedule(client, when, spec, args.dupefilter, store.who())
@@ -105,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{r['id']:>4} {r['project']}/{r['spider']} {fires} {state}{last}")
         return 0
     if not args.id.strip():
-        raise UsageError("a schedule id must not be empty")
+        raise opsargs.UsageError("a schedule id must not be empty")
     if args.action == "remove":
         print(schedules.remove(client, args.id))
     else:
@@ -114,4 +107,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_guarded("schedule", _run, args)
+    return opsargs.run_guarded("schedule", _run, args)

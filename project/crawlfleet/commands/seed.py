@@ -23,14 +23,7 @@ from typing import Any
 
 from scrapy.settings import Settings
 
-from crawlfleet.commands.opsargs import (
-    UsageError,
-    add_redis_arg,
-    check_spider,
-    connect,
-    intermixed,
-    run_guarded,
-)
+from crawlfleet.commands import opsargs
 from crawlfleet.frontier.config import DEFAULT_URL_SCHEMES, FrontierConfigError, url_schemes_setting
 from crawlfleet.frontier.serialization import EntryPolicy, quote
 from crawlfleet.hub.urls import mask_url
@@ -39,7 +32,7 @@ from crawlfleet.views.crawl import require_spider
 
 
 def add_parser(subparsers: Any) -> None:
-    p = intermixed(
+    p = opsargs.intermixed(
         subparsers.add_parser("seed", help="add start URLs to a crawl (arguments, file or stdin)")
     )
     p.add_argument("spider", help="spider name")
@@ -62,7 +55,7 @@ def add_parser(subparsers: Any) -> None:
         help="comma-separated URL schemes the workers accept, as their SCHEDULER_URL_SCHEMES "
         "(env SCHEDULER_URL_SCHEMES, default %(default)s)",
     )
-    add_redis_arg(p)
+    opsargs.add_redis_arg(p)
     p.set_defaults(run=run)
 
 
@@ -71,7 +64,7 @@ def policy_for(schemes: str) -> EntryPolicy:
     try:
         allowed = url_schemes_setting(Settings({"SCHEDULER_URL_SCHEMES": schemes}))
     except FrontierConfigError as exc:
-        raise UsageError(f"--schemes: {exc}") from None
+        raise opsargs.UsageError(f"--schemes: {exc}") from None
     return EntryPolicy(url_schemes=allowed)
 
 
@@ -87,7 +80,7 @@ def _lines(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
             try:
                 source, label = Path(name).read_text(encoding="utf-8").splitlines(), name
             except (OSError, UnicodeDecodeError) as exc:
-                raise UsageError(f"cannot read {name}: {exc}") from None
+                raise opsargs.UsageError(f"cannot read {name}: {exc}") from None
         for number, line in enumerate(source, 1):
             text = line.strip()
             if text and not text.startswith("#"):
@@ -95,17 +88,17 @@ def _lines(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    check_spider(args.spider)
+    opsargs.check_spider(args.spider)
     policy = policy_for(args.schemes)
     entries: list[str] = []
     for where, text in _lines(args):
         try:
             entries.append(seeding.check_entry(text, policy))
         except ValueError as exc:
-            raise UsageError(f"{where} {quote(text)}: {exc}; nothing was added") from None
+            raise opsargs.UsageError(f"{where} {quote(text)}: {exc}; nothing was added") from None
     if not entries:
-        raise UsageError("no URLs given: pass URLs, --file FILE or --file - (stdin)")
-    client = connect(args.redis_url)
+        raise opsargs.UsageError("no URLs given: pass URLs, --file FILE or --file - (stdin)")
+    client = opsargs.connect(args.redis_url)
     if not args.new:
         require_spider(client, args.spider, args.redis_url)
     said = seeding.add_entries(client, args.spider, entries, store.who())
@@ -114,4 +107,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_guarded("seed", _run, args)
+    return opsargs.run_guarded("seed", _run, args)
