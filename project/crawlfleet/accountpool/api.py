@@ -99,12 +99,7 @@ class AccountPoolApi:
         self.app = Starlette(routes=routes)
         install_guard(
             self.app,
-            GuardPolicy(
-                error=_error,
-                max_body=MAX_BODY_BYTES,
-                key_header="X-API-Key",
-                api_key_required=state.api_key is not None,
-            ),
+            GuardPolicy.keyed(_error, MAX_BODY_BYTES, required=state.api_key is not None),
         )
 
     # --- wrappers -------------------------------------------------------------------------

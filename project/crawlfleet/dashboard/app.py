@@ -133,12 +133,7 @@ def create_app(settings: Settings, client: redis.Redis, *, sampler: bool = True)
     )
     install_guard(
         app,
-        GuardPolicy(
-            error=json_error,
-            max_body=MAX_BODY,
-            key_header="X-API-Key",
-            api_key_required=bool(settings.api_key),
-        ),
+        GuardPolicy.keyed(json_error, MAX_BODY, required=bool(settings.api_key)),
     )
     app.state.dashboard = dash
     jobs.install(app, dash)

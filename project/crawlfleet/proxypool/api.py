@@ -261,12 +261,7 @@ class ProxyApi:
         )
         install_guard(
             app,
-            GuardPolicy(
-                error=json_error,
-                max_body=MAX_REPORT_BODY,
-                key_header="X-API-Key",
-                api_key_required=bool(self.api_key),
-            ),
+            GuardPolicy.keyed(json_error, MAX_REPORT_BODY, required=bool(self.api_key)),
         )
         app.add_middleware(
             _RequestCounter, counter=self.requests

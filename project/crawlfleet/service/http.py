@@ -62,6 +62,7 @@ MAX_HEADER_BYTES = 16 * 1024
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+API_KEY_HEADER = "X-API-Key"  # the hub services' key header (the pools, the dashboard)
 
 ErrorResponse = Callable[[int, str], Response]
 
@@ -105,6 +106,11 @@ class GuardPolicy:
     key_header: str | None = None
     api_key_required: bool = False
     body_timeout: float = BODY_TIMEOUT
+
+    @classmethod
+    def keyed(cls, error: ErrorResponse, max_body: int, *, required: bool) -> GuardPolicy:
+        """A hub service's policy: its API key comes in ``X-API-Key`` (``API_KEY_HEADER``)."""
+        return cls(error, max_body, key_header=API_KEY_HEADER, api_key_required=required)
 
 
 def _host_name(value: str) -> str:
