@@ -314,15 +314,17 @@ def main(argv: list[str]) -> int:
         {**target, "platform": str(unpack(build_dir, Path(target["tar"])))}
         for target in spec.get("targets", [])
     ]
-    results = {}
-    for project in spec["projects"]:
-        try:
-            results[project["name"]] = build(project, build_dir, platform, targets)
-        except ProjectError as exc:
-            print(f"crawler_projects[{project['name']}]: {exc}", file=sys.stderr)
-            return 1
-    print(json.dumps(results))
-    return 0
+
+    def build_all() -> dict[str, Any]:
+        results = {}
+        for project in spec["projects"]:
+            try:
+                results[project["name"]] = build(project, build_dir, platform, targets)
+            except ProjectError as exc:
+                raise ProjectError(f"crawler_projects[{project['name']}]: {exc}") from exc
+        return results
+
+    return wheelhouse.answer(build_all, ProjectError)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -396,17 +397,27 @@ def main(argv: list[str]) -> int:
         return 1
     build_dir.mkdir(parents=True, exist_ok=True)
     files = sources(project)
-    try:
+
+    def build_all() -> dict[str, Any]:
         targets = group_hosts(json.loads(argv[2]) if len(argv) == 3 else [])
         # The other Pythons first: a dependency without a wheel for one stops the run soonest.
-        built = {
+        return {
             t["name"]: wheelhouse(project, files, build_dir, t)
             for t in sorted(targets, key=lambda t: t["native"])
         }
-    except BuildError as exc:
-        print(f"crawlfleet_app: {exc}", file=sys.stderr)
+
+    return answer(build_all, BuildError, "crawlfleet_app: ")
+
+
+def answer(build: Callable[[], object], errors: type[Exception], where: str = "") -> int:
+    """The result of ``build`` as one JSON line on stdout (status 0), or its error as one line on
+    stderr (status 1). build_project.py (the crawler role) answers the same way."""
+    try:
+        result = build()
+    except errors as exc:
+        print(f"{where}{exc}", file=sys.stderr)
         return 1
-    print(json.dumps(built))
+    print(json.dumps(result))
     return 0
 
 
