@@ -46,15 +46,6 @@ def _run(python: str, args: list[str], result: Path, timeout: float) -> dict[str
     return data
 
 
-def fresh_redis(ctx: Any) -> Any:
-    """A new server from the runner, emptied: its directory (and AOF) may survive earlier runs."""
-    server = ctx.start_redis()
-    client = server.client()
-    client.flushall()
-    client.close()
-    return server
-
-
 def _redis_cpu(server: Any) -> float:
     client = server.client()
     info = client.info("cpu")
@@ -78,7 +69,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         (BATCHED, ours, "ops-crawlfleet-batch"),
         ("scrapy-redis 0.9.1", peer, "ops-scrapy-redis"),
     ):
-        server = fresh_redis(ctx)
+        server = ctx.start_redis()
         ops = _run(python, [mode, str(ops_n), server.url], work / f"{mode}.json", 120)
         server.stop()
         rows += [
@@ -127,7 +118,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         for attempt in range(repeats):
             started = time.monotonic()
             for name, python, mode in crawls:
-                server = fresh_redis(ctx)
+                server = ctx.start_redis()
                 redis_cpu = _redis_cpu(server)
                 result = _run(python, [mode, url, server.url], work / f"{mode}.json", 300)
                 result["redis_cpu"] = _redis_cpu(server) - redis_cpu

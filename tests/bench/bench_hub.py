@@ -242,14 +242,6 @@ def spawn(python: str, args: list[str], script: str = __file__) -> subprocess.Po
     )
 
 
-def _fresh(ctx: Any) -> Any:
-    server = ctx.start_redis()
-    client = server.client()
-    client.flushall()
-    client.close()
-    return server
-
-
 def snapshot(client: Any) -> tuple[float, int, int]:
     """Redis CPU seconds, commands called (script-inner included, INFO excluded), time (ns)."""
     info = client.info("all")
@@ -312,7 +304,7 @@ def latency_ms(results: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def _load(ctx: Any, python: str, mode: str, workers: int, warmup: float, span: float) -> Any:
-    server = _fresh(ctx)
+    server = ctx.start_redis()
     procs = [
         spawn(python, ["worker", mode, server.url, str(workers // PROCESSES), str(int(i == 0))])
         for i in range(PROCESSES)
@@ -341,7 +333,7 @@ def _load(ctx: Any, python: str, mode: str, workers: int, warmup: float, span: f
 
 
 def _memory(ctx: Any, python: str, mode: str, n: int) -> dict[str, float]:
-    server = _fresh(ctx)
+    server = ctx.start_redis()
     try:
         proc = spawn(python, ["memory", mode, server.url, str(n)])
         out, err = proc.communicate(timeout=300)

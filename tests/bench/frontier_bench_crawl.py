@@ -131,18 +131,18 @@ def main() -> None:
         "RETRY_ENABLED": False,
         "COOKIES_ENABLED": False,
     }
-    spider_cls: type[Spider]
-    if mode == "scrapy":
 
-        class PlainSpider(Spider):
-            name = "bench"
-            parse = staticmethod(links)  # type: ignore[assignment]
+    class StartSpider(Spider):
+        """Scrapy's own scheduler and crawlfleet's: the crawl starts from start()."""
 
-            async def start(self) -> Any:
-                yield Request(site + "/p/0")
+        name = "bench"
+        parse = staticmethod(links)  # type: ignore[assignment]
 
-        spider_cls = PlainSpider
-    elif mode in ("crawlfleet", "crawlfleet-batch"):
+        async def start(self) -> Any:
+            yield Request(site + "/p/0")
+
+    spider_cls: type[Spider] = StartSpider
+    if mode in ("crawlfleet", "crawlfleet-batch"):
         from crawlfleet.frontier.scheduler import Scheduler
 
         settings.update(
@@ -152,16 +152,7 @@ def main() -> None:
             REDIS_PARAMS={"connection_class": CountingConnection},
             SCHEDULER_ENQUEUE_BATCH=mode == "crawlfleet-batch",
         )
-
-        class FleetSpider(Spider):
-            name = "bench"
-            parse = staticmethod(links)  # type: ignore[assignment]
-
-            async def start(self) -> Any:
-                yield Request(site + "/p/0")
-
-        spider_cls = FleetSpider
-    else:
+    elif mode != "scrapy":
         # scrapy-redis 0.9.1 on Scrapy 2.19: its scheduler needs DUPEFILTER_CLASS set explicitly,
         # and start() is not called, so the crawl is seeded through the start_urls key.
         from scrapy_redis.scheduler import Scheduler as RedisScheduler
