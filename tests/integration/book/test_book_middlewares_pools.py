@@ -30,6 +30,17 @@ def stat(mw: Any, name: str) -> int:
     return int(mw.stats.get_value(name, 0))
 
 
+def pool_that_is_down(pool: str, key: str) -> tuple[int, dict[str, Any]]:
+    """A free port the pool starts on later, and a worker's settings for it (short back-off)."""
+    port = free_port()
+    return port, {
+        f"{pool}_URL": f"http://127.0.0.1:{port}",
+        f"{pool}_API_KEY": key,
+        f"{pool}_BACKOFF_BASE": 0.2,
+        f"{pool}_BACKOFF_MAX": 0.4,
+    }
+
+
 def test_proxies_rotate_from_one_batch_and_a_banned_one_is_replaced(lab: Lab) -> None:
     site = lab.start_demosite(
         "--rate-limit", "5", "--rate-window", "30", "--ban-seconds", "30", books=20
@@ -72,14 +83,8 @@ def test_proxies_rotate_from_one_batch_and_a_banned_one_is_replaced(lab: Lab) ->
 def test_requests_wait_for_a_proxy_pool_that_is_down(lab: Lab) -> None:
     site = lab.start_demosite(books=20)
     lab.start_proxies(("127.0.0.2",))
-    port = free_port()
-    settings = {
-        "PROXYPOOL_URL": f"http://127.0.0.1:{port}",
-        "PROXYPOOL_API_KEY": PROXY_KEY,
-        "PROXYPOOL_BACKOFF_BASE": 0.2,
-        "PROXYPOOL_BACKOFF_MAX": 0.4,
-        "PROXYPOOL_REFRESH_INTERVAL": 0.2,
-    }
+    port, settings = pool_that_is_down("PROXYPOOL", PROXY_KEY)
+    settings["PROXYPOOL_REFRESH_INTERVAL"] = 0.2
 
     async def scenario() -> None:
         mw = ProxyMiddleware.from_crawler(get_crawler(settings_dict=settings))
@@ -151,13 +156,7 @@ def test_a_revoked_token_is_reported_and_replaced(lab: Lab) -> None:
 
 def test_requests_wait_for_an_account_pool_that_is_down(lab: Lab) -> None:
     site = lab.start_demosite(books=20)
-    port = free_port()
-    settings = {
-        "ACCOUNTPOOL_URL": f"http://127.0.0.1:{port}",
-        "ACCOUNTPOOL_API_KEY": ACCOUNT_KEY,
-        "ACCOUNTPOOL_BACKOFF_BASE": 0.2,
-        "ACCOUNTPOOL_BACKOFF_MAX": 0.4,
-    }
+    port, settings = pool_that_is_down("ACCOUNTPOOL", ACCOUNT_KEY)
 
     async def scenario() -> None:
         mw = AuthorizationMiddleware.from_crawler(get_crawler(settings_dict=settings))

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 import redis
 from jobs_helpers import FAST, AgentProcess, cli, job, wait_state
 from support.crawl import Site
@@ -20,6 +21,22 @@ from crawlfleet.hub.keys import SpiderKeys
 __all__ = ["start_dashboard"]  # the fixture
 OPERATOR = "operator-password-for-tests"
 ENV = {"DASHBOARD_OPERATOR_PASSWORD": OPERATOR}
+
+
+@pytest.fixture
+def operator_page(
+    redis_url: str,
+    start_agent: Callable[..., AgentProcess],
+    start_dashboard: Callable[..., Dashboard],
+) -> Callable[..., PageClient]:
+    """Start these agents and a dashboard with an operator password; its page, not logged in."""
+
+    def open_page(*agents: str) -> PageClient:
+        for name in agents:
+            start_agent(name)
+        return PageClient(start_dashboard(redis_url, env=ENV), OPERATOR)
+
+    return open_page
 
 
 def refused(answer: httpx.Response, status: int, text: str) -> None:
@@ -42,15 +59,10 @@ def start_body(site: Site, **extra: Any) -> dict[str, Any]:
 
 
 def test_writes_need_an_operator_session_a_csrf_token_and_this_origin(
-    site: Site,
-    redis_url: str,
-    redis_client: redis.Redis,
-    start_agent: Callable[..., AgentProcess],
-    start_dashboard: Callable[..., Dashboard],
+    site: Site, redis_client: redis.Redis, operator_page: Callable[..., PageClient]
 ) -> None:
-    start_agent("a")
-    dash = start_dashboard(redis_url, env=ENV)
-    page = PageClient(dash, OPERATOR)
+    page = operator_page("a")
+    dash = page.dash
     view = page.get("/api/jobs").json()
     assert view["projects"] == {"classic": {"pages": ["a"]}} and view["jobs"] == []
     assert page.get("/jobs").headers["content-security-policy"].startswith("default-src 'none'")
@@ -107,15 +119,9 @@ def test_writes_need_an_operator_session_a_csrf_token_and_this_origin(
 
 
 def test_bad_input_is_one_line_and_changes_nothing(
-    site: Site,
-    redis_url: str,
-    redis_client: redis.Redis,
-    start_agent: Callable[..., AgentProcess],
-    start_dashboard: Callable[..., Dashboard],
+    site: Site, redis_client: redis.Redis, operator_page: Callable[..., PageClient]
 ) -> None:
-    start_agent("a")
-    dash = start_dashboard(redis_url, env=ENV)
-    page = PageClient(dash, OPERATOR)
+    page = operator_page("a")
     assert page.login().status_code == 200
     cases = [
         ("/api/jobs", start_body(site, project="nope"), "unknown project 'nope' (known: classic)"),
@@ -159,14 +165,11 @@ def test_an_operator_runs_a_job_from_the_dashboard_and_the_cli_sees_the_same_job
     site: Site,
     redis_url: str,
     redis_client: redis.Redis,
-    start_agent: Callable[..., AgentProcess],
-    start_dashboard: Callable[..., Dashboard],
+    operator_page: Callable[..., PageClient],
 ) -> None:
     site.pages, site.delay = 200, 0.1
-    start_agent("a")
-    start_agent("b")
-    dash = start_dashboard(redis_url, env=ENV)
-    page = PageClient(dash, OPERATOR)
+    page = operator_page("a", "b")
+    dash = page.dash
     assert page.login().status_code == 200
     started = page.post("/api/jobs", start_body(site))
     assert started.status_code == 200, started.text

@@ -29,6 +29,15 @@ def _attr(driver: webdriver.Chrome, css: str, name: str) -> str | None:
     return found[0][name] if found else None
 
 
+def _workers_showing(driver: webdriver.Chrome, css: str, text: str) -> set[str | None]:
+    """The workers (``data-worker``) of the matches whose text contains ``text`` (any case)."""
+    return {
+        e["data-worker"]
+        for e in snapshot(driver, css, "data-worker")
+        if text.lower() in str(e["text"]).lower()
+    }
+
+
 def _click(driver: webdriver.Chrome, css: str) -> None:
     """Click the first match once it is there and enabled (re-rendered rows are found again)."""
 
@@ -108,26 +117,12 @@ def test_an_operator_starts_pauses_resumes_stops_a_job_and_adds_a_schedule(
             timeout=15,
         )
         wait_until(
-            lambda: (
-                {
-                    e["data-worker"]
-                    for e in snapshot(driver, "pre.log", "data-worker")
-                    if "scrapy" in str(e["text"]).lower()
-                }
-                == {"a", "b"}
-            ),
+            lambda: _workers_showing(driver, "pre.log", "scrapy") == {"a", "b"},
             "log lines of both workers",
             timeout=30,
         )
         wait_until(
-            lambda: (
-                {
-                    r["data-worker"]
-                    for r in snapshot(driver, "tr.worker-row", "data-worker")
-                    if "%" in str(r["text"])
-                }
-                == {"a", "b"}
-            ),
+            lambda: _workers_showing(driver, "tr.worker-row", "%") == {"a", "b"},
             "each worker's share of the pages",
             timeout=30,
         )

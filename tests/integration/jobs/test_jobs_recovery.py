@@ -28,26 +28,35 @@ def orphans(redis_client: redis.Redis) -> Iterator[list[str]]:
             os.kill(pid, signal.SIGKILL)
 
 
-def _start(site: Site, redis_url: str) -> None:
-    started = cli(
-        "job", "start", "classic", "pages", "-a", f"site={site.url}", "-a", f"pages={site.pages}",
-        *FAST, "--redis-url", redis_url,
-    )  # fmt: skip
-    assert started.code == 0, started.err
+@pytest.fixture
+def job_on_a_and_b(
+    site: Site,
+    redis_url: str,
+    start_agent: Callable[..., AgentProcess],
+    orphans: list[str],
+) -> Callable[..., AgentProcess]:
+    """Start the hub's agent a (scheduler and watchdog), agent b with these flags and job 1 on
+    both (its crawl processes killed at the end if b leaves them behind); agent b."""
+
+    def start(*b_flags: str) -> AgentProcess:
+        start_agent("a", "--schedules")
+        b = start_agent("b", *b_flags)
+        started = cli(
+            "job", "start", "classic", "pages", "-a", f"site={site.url}", "-a",
+            f"pages={site.pages}", *FAST, "--redis-url", redis_url,
+        )  # fmt: skip
+        assert started.code == 0, started.err
+        orphans.append("1")
+        return b
+
+    return start
 
 
 def test_a_killed_agent_is_found_down_and_its_job_ends_failed(
-    site: Site,
-    redis_url: str,
-    redis_client: redis.Redis,
-    start_agent: Callable[..., AgentProcess],
-    orphans: list[str],
+    site: Site, redis_client: redis.Redis, job_on_a_and_b: Callable[..., AgentProcess]
 ) -> None:
     site.pages, site.delay = 40, 0.05
-    start_agent("a", "--schedules")  # the hub's agent: scheduler and watchdog
-    b = start_agent("b")
-    _start(site, redis_url)
-    orphans.append("1")
+    b = job_on_a_and_b()
     b.proc.send_signal(signal.SIGKILL)
     b.proc.wait(timeout=10)
     record = wait_state(redis_client, "1", "finished", "failed")
@@ -64,16 +73,12 @@ def test_a_killed_agent_is_found_down_and_its_job_ends_failed(
 
 def test_an_agent_back_in_time_picks_up_its_crawl(
     site: Site,
-    redis_url: str,
     redis_client: redis.Redis,
     start_agent: Callable[..., AgentProcess],
-    orphans: list[str],
+    job_on_a_and_b: Callable[..., AgentProcess],
 ) -> None:
     site.pages, site.delay = 60, 0.1
-    start_agent("a", "--schedules")
-    b = start_agent("b", "--ttl", "60")  # time to come back before it counts as down
-    _start(site, redis_url)
-    orphans.append("1")
+    b = job_on_a_and_b("--ttl", "60")  # time to come back before it counts as down
     wait_until(lambda: len(site.crawled()) >= 4, "the crawl under way", timeout=60)
     b.proc.send_signal(signal.SIGKILL)
     b.proc.wait(timeout=10)
@@ -88,20 +93,13 @@ def test_an_agent_back_in_time_picks_up_its_crawl(
 
 
 def test_an_agent_found_down_that_comes_back_takes_its_part_back(
-    site: Site,
-    redis_url: str,
-    redis_client: redis.Redis,
-    start_agent: Callable[..., AgentProcess],
-    orphans: list[str],
+    site: Site, redis_client: redis.Redis, job_on_a_and_b: Callable[..., AgentProcess]
 ) -> None:
     """Frozen past its deadline (SIGSTOP, like a host that stalls or loses the hub for a while)
     while its crawl runs on: the watchdog marks it lost, and once it is back its part runs again,
     so the job ends finished, with every page once."""
     site.pages, site.delay = 60, 0.1
-    start_agent("a", "--schedules")
-    b = start_agent("b")  # --ttl 3
-    _start(site, redis_url)
-    orphans.append("1")
+    b = job_on_a_and_b()  # --ttl 3
     wait_until(lambda: len(site.crawled()) >= 4, "the crawl under way", timeout=60)
     b.proc.send_signal(signal.SIGSTOP)
     try:

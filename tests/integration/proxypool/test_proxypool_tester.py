@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 import redis
-from proxypool_helpers import EchoSite, ProxyFarm
+from proxypool_helpers import EchoSite, ForwardProxy, ProxyFarm
 
 from crawlfleet.proxypool.settings import Settings
 from crawlfleet.proxypool.store import ProxyStore, connect
@@ -39,16 +39,31 @@ def base_settings(echo: EchoSite, **changes: object) -> Settings:
     return replace(Settings(test_url=f"{echo.url}/ip", test_timeout=3.0), **changes)  # type: ignore[arg-type]
 
 
+@dataclass
+class ThreeKinds:
+    live: ForwardProxy  # the farm's proxy on 127.0.0.2 (``.url``, ``.requests``)
+    tinyproxy: str  # a real tinyproxy, leaving from 127.0.0.5
+    dead: str  # an address where nothing listens
+
+
+@pytest.fixture
+def three_kinds(
+    redis_client: redis.Redis, proxy_farm: ProxyFarm, tinyproxy: str, dead_proxy: str
+) -> ThreeKinds:
+    """A live proxy, tinyproxy and a dead one, in the pool at score 10 each."""
+    kinds = ThreeKinds(proxy_farm.start("127.0.0.2"), tinyproxy, dead_proxy)
+    redis_client.zadd(KEY, {kinds.live.url: 10, tinyproxy: 10, dead_proxy: 10})
+    return kinds
+
+
 def test_dead_falls_to_zero_and_disappears_live_reaches_100(
     redis_url: str,
     redis_client: redis.Redis,
     echo_site: EchoSite,
     proxy_farm: ProxyFarm,
-    tinyproxy: str,
-    dead_proxy: str,
+    three_kinds: ThreeKinds,
 ) -> None:
-    live = proxy_farm.start("127.0.0.2")
-    redis_client.zadd(KEY, {live.url: 10, tinyproxy: 10, dead_proxy: 10})
+    live, tinyproxy = three_kinds.live, three_kinds.tinyproxy
     settings = base_settings(echo_site, score_step=4)
 
     first, _, third = run_rounds(redis_url, settings, rounds=3)
@@ -129,16 +144,10 @@ def test_hanging_proxy_times_out_and_concurrency_is_bounded(
 
 
 def test_https_target_through_connect_tunnels(
-    redis_url: str,
-    redis_client: redis.Redis,
-    https_echo_site: EchoSite,
-    proxy_farm: ProxyFarm,
-    tinyproxy: str,
-    dead_proxy: str,
+    redis_url: str, redis_client: redis.Redis, https_echo_site: EchoSite, three_kinds: ThreeKinds
 ) -> None:
     """A real target is HTTPS: the tester then asks each proxy for a CONNECT tunnel."""
-    live = proxy_farm.start("127.0.0.2")
-    redis_client.zadd(KEY, {live.url: 10, tinyproxy: 10, dead_proxy: 10})
+    live, tinyproxy = three_kinds.live, three_kinds.tinyproxy
     (result,) = run_rounds(redis_url, base_settings(https_echo_site, anonymity_check=True))
     assert (result.passed, result.failed) == (2, 1)
     assert scores(redis_client) == {live.url: 100.0, tinyproxy: 100.0}
