@@ -19,7 +19,7 @@ import pika
 import pika.exceptions
 from support.net import free_port
 from support.services import log_tail
-from support.waiting import wait_until
+from support.waiting import wait_or_stop, wait_until
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 EPMD = "/usr/bin/epmd"
@@ -110,11 +110,7 @@ class RabbitServer:
                 return False
             return True
 
-        try:
-            wait_until(accepts, "rabbitmq-server to accept connections", BOOT_TIMEOUT, 0.5)
-        except AssertionError:
-            self.stop()
-            raise
+        wait_or_stop(accepts, "rabbitmq-server to accept connections", BOOT_TIMEOUT, self.stop, 0.5)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -20,7 +20,7 @@ from typing import Any
 import redis
 from support.net import free_port
 from support.services import log_tail, stop_process
-from support.waiting import wait_until
+from support.waiting import wait_or_stop
 
 SERVER_ENV = "CRAWLFLEET_TEST_SERVER"
 SERVER_BINARIES = {"redis": "redis-server", "valkey": "valkey-server"}
@@ -97,11 +97,7 @@ def spawn_redis(
             raise RuntimeError(f"{server} exited with {proc.returncode}: {log_tail(log)}")
         return ready()
 
-    try:
-        wait_until(up, f"{server} on port {port}", timeout=10)
-    except AssertionError:
-        proc.kill()
-        raise
+    wait_or_stop(up, f"{server} on port {port}", 10, proc.kill)
     return proc
 
 

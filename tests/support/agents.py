@@ -16,7 +16,7 @@ import redis
 from crawlfleet.jobs import store
 from support.crawl import ROOT
 from support.services import log_tail, start_process, stop_process
-from support.waiting import wait_until
+from support.waiting import wait_or_stop
 
 PROJECT = ROOT / "tests" / "integration" / "frontier" / "classic_project"
 SPIDER = "pages"  # the classic project's spider
@@ -67,9 +67,5 @@ def launch_agent(
         found = {a.name: a for a in store.agents(watcher) if a.alive}.get(name)
         return found is not None and found.spiders.get(SPIDER) == "classic"
 
-    try:
-        wait_until(registered, f"agent {name} registered", timeout=60)
-    except BaseException:
-        agent.stop()
-        raise
+    wait_or_stop(registered, f"agent {name} registered", 60, agent.stop)
     return agent

@@ -19,6 +19,19 @@ def wait_until(
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what or 'a condition'}")
 
 
+def wait_or_stop(
+    check: Callable[[], bool], what: str, timeout: float, stop: Callable[[], object],
+    interval: float = 0.05,
+) -> None:  # fmt: skip
+    """:func:`wait_until` for something starting: when the wait fails (the timeout, or an error
+    ``check`` raises), ``stop()`` it before the error goes on; no half-started process is left."""
+    try:
+        wait_until(check, what, timeout, interval)
+    except BaseException:
+        stop()
+        raise
+
+
 async def until(
     check: Callable[[], bool], what: str = "", timeout: float = 10.0, interval: float = 0.02
 ) -> None:
