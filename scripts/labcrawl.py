@@ -49,22 +49,15 @@ view["pools"] = pool_counts(PoolConfig(
     accountpool_site="demosite"))
 print(json.dumps(view))
 """
-# Every entry of the items stream: (stream id, item id).
+# The item id of every entry of the items stream, repeats included, read as `crawlfleet export`
+# reads it.
 ITEMS_CODE = """
 import json, os
+from crawlfleet.commands.export import iter_stream
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.hub.connect import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=30)
-ids, last = [], "-"
-while True:
-    batch = client.xrange(SpiderKeys(SPIDER).items, min=last, count=5000)
-    if last != "-":
-        batch = batch[1:]
-    if not batch:
-        break
-    ids += [fields[b"id"].decode() for _, fields in batch]
-    last = batch[-1][0].decode()
-print(json.dumps(ids))
+print(json.dumps([item_id for item_id, _ in iter_stream(client, SpiderKeys(SPIDER).items)]))
 """
 PURGE = "crawlfleet purge {spider} --yes --force"
 RUNNING_STATES = ("active", "activating", "deactivating", "reloading")

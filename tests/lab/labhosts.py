@@ -7,6 +7,7 @@ import ipaddress
 import os
 import re
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,24 @@ def changed_tasks(output: str) -> list[str]:
         elif line.startswith("changed: ["):
             found.append(f"{line.split('[', 1)[1].split(']', 1)[0]}: {task}")
     return found
+
+
+def changed_nothing(
+    proc: subprocess.CompletedProcess[str], hosts: Iterable[str] = ()
+) -> dict[str, dict[str, int]]:
+    """Assert that an ansible-playbook run reached ``hosts`` (at least one host, when none are
+    named) and changed, failed and missed nothing on any; its recap. A failure names the host,
+    its counts and the tasks that changed."""
+    counts = recap(proc.stdout)
+    assert counts and set(hosts) <= set(counts), proc.stdout[-3000:]
+    changed = changed_tasks(proc.stdout)
+    for host, count in counts.items():
+        assert (count["changed"], count["failed"], count["unreachable"]) == (0, 0, 0), (
+            host,
+            count,
+            changed,
+        )
+    return counts
 
 
 @dataclass

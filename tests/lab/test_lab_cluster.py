@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from labcrawl import LabCrawl, hosts_added
-from labhosts import Lab, changed_tasks, recap, run
+from labhosts import Lab, changed_nothing, recap, run
 from labroles import OUTSIDER, WORKER, host_python, lab_secret, tcp_probe
 from redis.crc import key_slot
 from support.waiting import wait_until
@@ -45,19 +45,12 @@ SOCKET = "/run/redis/redis-server.sock"
 # tagged keys of the spider ({book}:…).
 CRAWL_CODE = """
 import json, os
+from crawlfleet.commands.export import iter_stream
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.hub.connect import get_redis
 client = get_redis(os.environ["REDIS_URL"], socket_timeout=30)
 keys = SpiderKeys("book", tagged=True)
-ids, last = [], "-"
-while True:
-    batch = client.xrange(keys.items, min=last, count=5000)
-    if last != "-":
-        batch = batch[1:]
-    if not batch:
-        break
-    ids += [fields[b"id"].decode() for _, fields in batch]
-    last = batch[-1][0].decode()
+ids = [item_id for item_id, _ in iter_stream(client, keys.items)]
 print(json.dumps({"ids": ids, "queued": client.exists(keys.requests),
                   "workers": client.zcard(keys.workers)}))
 """
@@ -146,19 +139,9 @@ print(json.dumps(found))
 
 def test_a_second_run_of_site_yml_changes_nothing(cluster_lab: Lab) -> None:
     proc = run(["ansible-playbook", "site.yml", "-i", "inventory", *EXTRA], timeout=1800)
-    counts = recap(proc.stdout)
-    assert set(NODES) <= set(counts), proc.stdout[-3000:]
-    changed = changed_tasks(proc.stdout)
-    for host, count in counts.items():
-        assert (count["changed"], count["failed"], count["unreachable"]) == (0, 0, 0), (
-            host,
-            count,
-            changed,
-        )
+    changed_nothing(proc, NODES)
     # Check mode on a formed cluster: nothing to change either.
-    check = run([*proc.args, "--check", "--diff"], timeout=1800)
-    for host, count in recap(check.stdout).items():
-        assert (count["changed"], count["failed"]) == (0, 0), (host, count)
+    changed_nothing(run([*proc.args, "--check", "--diff"], timeout=1800), NODES)
 
 
 def test_the_book_crawl_runs_on_the_cluster_in_one_slot(
