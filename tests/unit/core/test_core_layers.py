@@ -1,6 +1,7 @@
 """The package's floors: ``crawlfleet.hub`` stands on nothing of crawlfleet's, the stores of the
 pools, jobs, alerts and the ACL do not reach into the crawl queue for key names, no import runs
-in a circle, and none hides inside a function.
+in a circle, none hides inside a function, and no module (600 lines) or function (80) outgrows
+one reading.
 
 Imports are read from the source (``ast``), every one of them: at module level, under
 ``TYPE_CHECKING`` and inside functions alike, so a cycle cannot be hidden by moving an import
@@ -31,6 +32,10 @@ NOT_THE_CRAWL_QUEUE = (
     "crawlfleet.pipelines",
     "crawlfleet.middlewares",
 )
+
+# The sizes a newcomer can read at once (issue 36): a module, a function.
+MODULE_LINES = 600
+FUNCTION_LINES = 80
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -205,6 +210,49 @@ def test_the_checks_catch_planted_faults(tmp_path: Path) -> None:
         "crawlfleet.proxypool.store:1 imports crawlfleet.frontier.config"
     ]
     assert inline_lua(root) == ["crawlfleet.proxypool.api:2 holds a Lua script"]
+
+
+def oversized(
+    root: Path, module_lines: int = MODULE_LINES, function_lines: int = FUNCTION_LINES
+) -> list[str]:
+    """Modules longer than ``module_lines`` and functions (methods, nested ones) longer than
+    ``function_lines``, decorators and docstrings included."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        name = module_name(path, root)
+        if (count := len(text.splitlines())) > module_lines:
+            found.append(f"{name} has {count} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if (count := (node.end_lineno or node.lineno) - first + 1) > function_lines:
+                    found.append(f"{name}:{first} {node.name} has {count} lines")
+    return found
+
+
+def test_the_size_check_catches_planted_faults(tmp_path: Path) -> None:
+    def body(lines: int, indent: int) -> str:
+        return "".join(f"{' ' * indent}x{i} = {i}\n" for i in range(lines))
+
+    method = "class C:\n    @staticmethod\n    def m():\n        def inner():\n"
+    root = plant(
+        tmp_path,
+        {
+            "fits.py": "def f():\n" + body(4, 4) + "\n" * 5,  # 5 lines, a module of 10
+            "long.py": "\n" * 11,
+            "nested.py": method + body(5, 12),
+        },
+    )
+    assert oversized(root, module_lines=10, function_lines=5) == [
+        "crawlfleet.long has 11 lines",
+        "crawlfleet.nested:2 m has 8 lines",
+        "crawlfleet.nested:4 inner has 6 lines",
+    ]
+
+
+def test_no_module_over_600_lines_and_no_function_over_80() -> None:
+    assert oversized(PACKAGE) == []
 
 
 def test_a_cycle_through_a_function_level_import_is_still_a_cycle(tmp_path: Path) -> None:
