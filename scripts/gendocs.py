@@ -33,7 +33,7 @@ ROOT = SELF.parent.parent
 ROLES_PAGE = "docs/reference/roles.md"
 # (module, attribute) of an option table -> the page holding its generated block.
 BLOCKS: dict[tuple[str, str], str] = {
-    ("crawlfleet.proxypool.settings", "OPTIONS"): "docs/proxypool.md",
+    ("crawlfleet.proxypool.config", "OPTIONS"): "docs/proxypool.md",
     ("crawlfleet.accountpool.config", "OPTIONS"): "docs/accountpool.md",
     ("crawlfleet.dashboard.config", "OPTIONS"): "docs/dashboard.md",
     ("crawlfleet.demosite.cli", "OPTIONS"): "docs/book.md",

@@ -55,7 +55,7 @@ def serve(port: int, redis_url: str) -> None:
     from starlette.responses import PlainTextResponse, Response
 
     from crawlfleet.proxypool.api import create_app
-    from crawlfleet.proxypool.settings import Settings
+    from crawlfleet.proxypool.config import Settings
 
     async def main() -> None:
         settings = Settings(redis_url=redis_url, redis_key=KEY, max_size=10**6)

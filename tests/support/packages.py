@@ -11,5 +11,4 @@ WORKER_SIDE = (
     "crawlfleet.middlewares",
     "crawlfleet.addon",
     "crawlfleet.fleetsettings",
-    "crawlfleet.spiderstart",
 )

@@ -1,9 +1,9 @@
 """A redis-server with ACL users (an ``aclfile``) or TLS, on free loopback ports, for a test.
 
-``start_acl_redis`` renders the users with :func:`crawlfleet.acl.render` (the file the redis role
-deploys) and hands out per-role URLs; ``start_tls_redis`` makes a CA and a server certificate
-with :mod:`crawlfleet.tlsca` and listens with TLS only (``--port 0``), ``tls_url`` naming the
-CA bundle a client verifies with.
+``start_acl_redis`` renders the users with :func:`crawlfleet.hub.acl.render` (the file the redis
+role deploys) and hands out per-role URLs; ``start_tls_redis`` makes a CA and a server
+certificate with :mod:`crawlfleet.service.tlsca` and listens with TLS only (``--port 0``),
+``tls_url`` naming the CA bundle a client verifies with.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crawlfleet import acl, tlsca
+from crawlfleet.hub import acl
+from crawlfleet.service import tlsca
 from support.net import free_port
 from support.services import stop_process
 
@@ -56,7 +57,7 @@ def start_acl_redis(workdir: Path, spiders: list[str], extra_acl: str = "") -> S
 
 @dataclass
 class TlsFiles:
-    """The CA directory and the server's files made by crawlfleet.tlsca."""
+    """The CA directory and the server's files made by crawlfleet.service.tlsca."""
 
     ca_dir: Path
     ca_cert: Path

@@ -8,7 +8,7 @@ answers as one. Nothing here sleeps to wait: every wait polls a condition with a
 With ``tls`` (certificates from :func:`support.secureredis.make_tls_files`) every process listens
 with TLS only (``port 0``, ``tls-replication yes``) and ``url`` is a ``rediss+sentinel://`` URL.
 With ``acl`` the servers and the Sentinels run the ACL files the redis role writes
-(``crawlfleet.acl.render`` and ``render_sentinel``): the replicas log in as ``replica``, the
+(``crawlfleet.hub.acl.render`` and ``render_sentinel``): the replicas log in as ``replica``, the
 Sentinels as ``sentinel``, and ``url(user=...)`` is a role's URL, its own user on both.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from crawlfleet import acl
+from crawlfleet.hub import acl
 from support.net import free_port
 from support.secureredis import TlsFiles
 from support.services import start_process, stop_process, wait_listening

@@ -1,8 +1,8 @@
-"""`crawlfleet acl render`: the hub's Redis ACL file, one user per role (crawlfleet.acl).
+"""`crawlfleet acl render`: the hub's Redis ACL file, one user per role (crawlfleet.hub.acl).
 
 The passwords are read as one JSON object from standard input (``{"crawler": "…", …}``: a role
 without a password gets no user), never from the command line. ``--sentinel`` renders the
-Sentinels' file instead (``crawlfleet.acl.render_sentinel``), ``--cluster`` the file of a Redis
+Sentinels' file instead (``crawlfleet.hub.acl.render_sentinel``), ``--cluster`` the file of a Redis
 Cluster's nodes. Prints the ``aclfile`` text, or
 with ``-o FILE`` writes it (mode 0600, only when it changed) and prints
 ``{"changed": bool, "users": […]}`` for Ansible's ``changed_when``. Exit status 2 on bad input.
@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crawlfleet import acl
 from crawlfleet.commands.opsargs import UsageError, check_spider, run_guarded
-from crawlfleet.tlsca import write_private
+from crawlfleet.hub import acl
+from crawlfleet.service.tlsca import write_private
 
 
 def add_parser(subparsers: Any) -> None:

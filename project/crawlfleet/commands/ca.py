@@ -1,4 +1,4 @@
-"""`crawlfleet ca init|issue`: the hub's small certificate authority (crawlfleet.tlsca).
+"""`crawlfleet ca init|issue`: the hub's small certificate authority (crawlfleet.service.tlsca).
 
 ``init --dir D`` creates or renews the CA in D; ``issue --dir D --host H --name N…`` creates or
 renews H's key and certificate (subject alternative names N: DNS names and IP addresses). Each
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crawlfleet import tlsca
 from crawlfleet.commands.opsargs import UsageError, run_guarded
+from crawlfleet.service import tlsca
 
 
 def add_parser(subparsers: Any) -> None:

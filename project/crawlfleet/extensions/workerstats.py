@@ -38,7 +38,7 @@ from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.hub.lua import read_lua
 from crawlfleet.hub.urls import mask_url
 from crawlfleet.settingtable import default
-from crawlfleet.settingvalues import flag, seconds
+from crawlfleet.settingtable.values import flag, seconds
 
 logger = logging.getLogger(__name__)
 

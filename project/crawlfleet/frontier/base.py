@@ -42,11 +42,11 @@ from crawlfleet.frontier.config import (
 from crawlfleet.frontier.dupefilter import RedisDupeFilter
 from crawlfleet.frontier.leases import FailureTap, Lease, dead_entry, unwrap
 from crawlfleet.frontier.serialization import DecodeError, EncodeError, RequestCodec
+from crawlfleet.frontier.spiderstart import adopt_start_requests, keep_start_items_if
 from crawlfleet.hub.clock import hub_ms
 from crawlfleet.hub.errors import RedisConfigError
 from crawlfleet.hub.fullhub import FullHub, is_full
 from crawlfleet.politeness.pacer import Pacer, missing_middleware, pacer_for
-from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

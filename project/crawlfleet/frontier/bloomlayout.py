@@ -23,7 +23,7 @@ from crawlfleet.hub.connect import redis_url
 from crawlfleet.hub.keys import BLOOMFILTER_KEY, has_hash_tag
 from crawlfleet.hub.urls import is_cluster_url
 from crawlfleet.settingtable import default
-from crawlfleet.settingvalues import flag
+from crawlfleet.settingtable.values import flag
 
 logger = logging.getLogger("crawlfleet.frontier.bloom")
 

@@ -30,7 +30,7 @@ from crawlfleet.hub.keys import (
 from crawlfleet.hub.urls import is_cluster_url, is_sentinel_url, mask_url
 from crawlfleet.politeness.config import KEY_KINDS
 from crawlfleet.settingtable import default
-from crawlfleet.settingvalues import flag, seconds
+from crawlfleet.settingtable.values import flag, seconds
 
 DEFAULT_QUEUE_CLASS = "crawlfleet.frontier.queues.PriorityQueue"
 # the default when politeness is on: a priority queue per politeness key, the keys served in turn

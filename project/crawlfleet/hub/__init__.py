@@ -7,7 +7,8 @@ fails on an import that runs back up):
 - ``keys``: every key of a crawl (``SpiderKeys``, the settings that rename five, shards'
   names, a cluster's hash tags); ``fleetkeys``: the fleet's own keys (``JobKeys``: jobs,
   agents, alerts) and the pools' hash tags (``pool_tag``); ``keydoc``: the documented table
-  docs/reference/redis-keys.md is generated from.
+  docs/reference/redis-keys.md is generated from; ``acl``: who may touch which of those keys,
+  one Redis ACL user per role (``crawlfleet acl render``).
 - ``urls``: the URL forms (plain, TLS, Sentinel, Cluster), read by one parser each, and shown
   only masked; ``connect``: the clients those URLs name, one pool per process, a Scrapy
   project's ``REDIS_URL``/``REDIS_PARAMS`` (``redis_from_settings``), and the first failure as

@@ -46,7 +46,7 @@ from crawlfleet.jobs.runners import (
     RunnerError,
     SystemdRunner,
 )
-from crawlfleet.jobs.schedules import Scheduler
+from crawlfleet.jobs.schedules import ScheduleRunner
 from crawlfleet.jobs.store import job_keys
 from crawlfleet.service import logs, options, runtime
 from crawlfleet.service.logs import event
@@ -453,7 +453,7 @@ def watchdog(client: redis.Redis) -> list[str]:
     return said
 
 
-async def serve(agent: Agent, scheduler: Scheduler | None, interval: float) -> int:
+async def serve(agent: Agent, scheduler: ScheduleRunner | None, interval: float) -> int:
     stop = asyncio.Event()
     runtime.on_stop_signals(stop, log)
 
@@ -522,7 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent.restore()
         agent.heartbeat()
         scheduler = (
-            Scheduler(client, agent.name, timeout=values["start_timeout"])
+            ScheduleRunner(client, agent.name, timeout=values["start_timeout"])
             if values["schedules"]
             else None
         )

@@ -1,7 +1,7 @@
 """Recurring jobs: schedules kept in the hub's Redis, fired by one scheduler (the hub's agent).
 
 A schedule is one JSON value of ``crawlfleet:schedules`` (field: its id) with its next firing
-time, so it survives a restart of the hub or of the scheduler. Each :meth:`Scheduler.tick`:
+time, so it survives a restart of the hub or of the scheduler. Each :meth:`ScheduleRunner.tick`:
 
 - takes the scheduler lock (``SET NX PX``, renewed every tick): two schedulers never fire one
   schedule twice;
@@ -167,7 +167,7 @@ Starter = Callable[[redis.Redis, control.JobSpec, str, float], control.Outcome]
 
 
 @dataclass
-class Scheduler:
+class ScheduleRunner:
     """Fires due schedules (module docstring); ``start`` starts a job (``control.start_job``)."""
 
     client: redis.Redis

@@ -30,7 +30,7 @@ from scrapy.utils.asyncio import is_asyncio_available
 
 from crawlfleet.hub.connect import tls_problem
 from crawlfleet.settingtable import default
-from crawlfleet.settingvalues import flag
+from crawlfleet.settingtable.values import flag
 
 #: The fleet's CA bundle, for every pool whose own ``<POOL>_CA_FILE`` is not set.
 FLEET_CA_SETTING = "CRAWLFLEET_CA_FILE"

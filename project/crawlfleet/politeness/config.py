@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crawlfleet.settingtable import default
-from crawlfleet.settingvalues import flag
+from crawlfleet.settingtable.values import flag
 
 if TYPE_CHECKING:  # read through its methods only: a worker's clients need not import Scrapy
     from scrapy.settings import BaseSettings

@@ -28,7 +28,7 @@ from crawlfleet.hub.connect import redis_from_settings
 from crawlfleet.politeness.budget import Budget, Outcome, classify
 from crawlfleet.politeness.config import PolitenessConfig, PolitenessConfigError
 from crawlfleet.settingtable import default
-from crawlfleet.settingvalues import flag
+from crawlfleet.settingtable.values import flag
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -32,8 +32,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crawlfleet.hub.urls import mask_url, redis_location
+from crawlfleet.proxypool.config import Settings
 from crawlfleet.proxypool.proxies import ProxyFormatError, parse_proxy, render_proxy
-from crawlfleet.proxypool.settings import Settings
 from crawlfleet.proxypool.store import ProxyStore
 from crawlfleet.service.http import GuardPolicy, install_guard, json_error, parse_json
 from crawlfleet.service.redisfail import RedisFailure, RedisGuard

@@ -12,8 +12,8 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from crawlfleet.proxypool.config import Settings, add_arguments, resolve
 from crawlfleet.proxypool.service import Service
-from crawlfleet.proxypool.settings import Settings, add_arguments, resolve
 from crawlfleet.service import logs, runtime
 
 PROG = "crawlfleet proxypool"

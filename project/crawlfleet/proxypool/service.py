@@ -19,7 +19,7 @@ import httpx
 
 from crawlfleet.hub.urls import mask_url
 from crawlfleet.proxypool.api import REDIS_ERRORS, create_app
-from crawlfleet.proxypool.settings import Settings, describe, require_test_url
+from crawlfleet.proxypool.config import Settings, describe, require_test_url
 from crawlfleet.proxypool.sources import ProxySource, build_sources, fetch_once
 from crawlfleet.proxypool.store import ProxyStore, connect
 from crawlfleet.proxypool.tester import AnonymityUnavailable, ProxyTester

@@ -19,8 +19,8 @@ from typing import Protocol, runtime_checkable
 
 import httpx
 
+from crawlfleet.proxypool.config import ConfigError, Settings, safe_url
 from crawlfleet.proxypool.proxies import ProxyFormatError, parse_proxy
-from crawlfleet.proxypool.settings import ConfigError, Settings, safe_url
 from crawlfleet.proxypool.store import ProxyStore
 from crawlfleet.service.logs import event
 

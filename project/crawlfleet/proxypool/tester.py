@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from crawlfleet.proxypool.config import Settings
 from crawlfleet.proxypool.proxies import mask_proxy
-from crawlfleet.proxypool.settings import Settings
 from crawlfleet.proxypool.store import ProxyStore
 from crawlfleet.service.logs import event
 

@@ -6,7 +6,8 @@ reference page's). The components read a setting's default through :func:`defaul
 literal of their own (``tests/unit/core/test_core_setting_table.py`` fails on one), validate the
 value in their configuration class (one line naming the setting), and
 ``docs/reference/settings.md``'s tables are generated from the sections by
-``scripts/gendocs.py`` (``make lint`` fails when the page and the table differ).
+``scripts/gendocs.py`` (``make lint`` fails when the page and the table differ). ``values``
+holds the typed reads (a flag, a number of seconds) whose errors name the setting.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from support.net import free_port
 from support.secureredis import PASSWORDS, SecureRedis, start_acl_redis
 from support.waiting import wait_until
 
-from crawlfleet import acl
+from crawlfleet.hub import acl
 from crawlfleet.hub.fleetkeys import JobKeys
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.jobs import store

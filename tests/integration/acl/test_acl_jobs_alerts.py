@@ -145,12 +145,12 @@ def test_the_hubs_scheduler_runs_as_operator_and_not_as_crawler(hub: SecureRedis
 
     operator = client(hub, "operator")
     schedules.add_schedule(operator, {"project": "classic", "spider": SPIDER, "every": 60}, now)
-    crawler = schedules.Scheduler(
+    crawler = schedules.ScheduleRunner(
         client(hub, "crawler"), "hub", clock=lambda: now + 61, start=start
     )
     with pytest.raises(redis.ResponseError, match=REFUSED):
         crawler.tick()
-    scheduler = schedules.Scheduler(operator, "hub", clock=lambda: now + 61, start=start)
+    scheduler = schedules.ScheduleRunner(operator, "hub", clock=lambda: now + 61, start=start)
     assert scheduler.tick() == ["schedule 1: job 1 by schedule 1"]
     assert fired == [SPIDER]
 

@@ -1,4 +1,4 @@
-"""The per-role Redis users of crawlfleet.acl, tested by trying against a real redis-server
+"""The per-role Redis users of crawlfleet.hub.acl, tested by trying against a real redis-server
 started with the rendered aclfile: each role can do its work and nothing beyond it."""
 
 from __future__ import annotations

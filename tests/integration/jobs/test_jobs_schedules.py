@@ -12,7 +12,7 @@ from support.crawl import Site
 from support.waiting import wait_until
 
 from crawlfleet.jobs import control, schedules, store
-from crawlfleet.jobs.schedules import Scheduler
+from crawlfleet.jobs.schedules import ScheduleRunner
 
 DAY = 86400.0
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -51,14 +51,14 @@ def test_a_scheduler_back_after_downtime_catches_up_once_and_keeps_the_phase(
     every = _add(redis_client, T0, every=3600)
     cron = _add(redis_client, T0, cron="0 3 * * *")
     assert (every["next"], cron["next"]) == (T0 + 3600, T0 + 3 * 3600)
-    scheduler = Scheduler(redis_client, "hub", clock=clock, start=starts)
+    scheduler = ScheduleRunner(redis_client, "hub", clock=clock, start=starts)
     assert scheduler.tick() == []
     clock.now = T0 + 3 * DAY + 1800  # down for three days: 72 hourly and 3 daily times missed
     fired = scheduler.tick()
     assert fired == ["schedule 1: job 1 by schedule 1", "schedule 2: job 2 by schedule 2"]
     assert [s.schedule for s in starts.specs] == ["1", "2"]
     assert starts.specs[0].fresh_dupefilter and not starts.specs[0].overlap
-    again = Scheduler(redis_client, "hub", clock=clock, start=starts)  # a restarted hub
+    again = ScheduleRunner(redis_client, "hub", clock=clock, start=starts)  # a restarted hub
     assert again.tick() == []
     first, second = schedules.list_schedules(redis_client)
     assert first["next"] == T0 + 3 * DAY + 3600  # on the hour, as before the downtime
@@ -69,7 +69,7 @@ def test_a_scheduler_back_after_downtime_catches_up_once_and_keeps_the_phase(
 def test_paused_schedules_do_not_fire_and_resume_from_now(redis_client: redis.Redis) -> None:
     clock, starts = Clock(T0), Starts()
     record = _add(redis_client, T0, every=60)
-    scheduler = Scheduler(redis_client, "hub", clock=clock, start=starts)
+    scheduler = ScheduleRunner(redis_client, "hub", clock=clock, start=starts)
     assert schedules.set_paused(redis_client, str(record["id"]), True, T0)
     assert not schedules.set_paused(redis_client, str(record["id"]), True, T0)  # a no-op
     clock.now = T0 + 600
@@ -85,8 +85,8 @@ def test_one_scheduler_at_a_time_and_a_failed_start_is_recorded(
 ) -> None:
     clock = Clock(T0 + 120)
     _add(redis_client, T0, every=60)
-    other = Scheduler(redis_client, "other-hub", clock=clock, start=Starts())
-    real = Scheduler(redis_client, "hub", clock=clock)  # control.start_job: no agent anywhere
+    other = ScheduleRunner(redis_client, "other-hub", clock=clock, start=Starts())
+    real = ScheduleRunner(redis_client, "hub", clock=clock)  # control.start_job: no agent anywhere
     assert real.tick() == ["schedule 1: skipped: no agent has registered a project yet (is "
                            "`crawlfleet agent` running?)"]  # fmt: skip
     assert other.tick() == []  # "hub" holds the lock

@@ -22,7 +22,7 @@ from support.waiting import wait_until
 
 from crawlfleet.frontier.base import FrontierScheduler
 from crawlfleet.frontier.config import FrontierConfigError
-from crawlfleet.frontier.rabbitmq.scheduler import Scheduler as RabbitScheduler
+from crawlfleet.frontier.rabbitmq.scheduler import RabbitMQScheduler as RabbitScheduler
 from crawlfleet.frontier.scheduler import Scheduler
 from crawlfleet.politeness.budget import Budget
 from crawlfleet.politeness.middleware import PolitenessMiddleware

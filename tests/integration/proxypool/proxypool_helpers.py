@@ -21,7 +21,7 @@ from support.sites import QuietHandler, serve_http, url_of
 from support.waiting import wait_until
 
 from crawlfleet.proxypool.api import create_app
-from crawlfleet.proxypool.settings import Settings
+from crawlfleet.proxypool.config import Settings
 from crawlfleet.proxypool.store import ProxyStore, connect
 
 # ---------------------------------------------------------------- echo site

@@ -12,7 +12,7 @@ import pytest
 import redis
 from proxypool_helpers import serve_app_in_thread
 
-from crawlfleet.proxypool.settings import Settings
+from crawlfleet.proxypool.config import Settings
 
 if TYPE_CHECKING:
     from redis_server import RedisServer

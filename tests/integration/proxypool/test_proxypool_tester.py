@@ -11,7 +11,7 @@ import pytest
 import redis
 from proxypool_helpers import EchoSite, ForwardProxy, ProxyFarm
 
-from crawlfleet.proxypool.settings import Settings
+from crawlfleet.proxypool.config import Settings
 from crawlfleet.proxypool.store import ProxyStore, connect
 from crawlfleet.proxypool.tester import AnonymityUnavailable, ProxyTester, RoundCounts
 

@@ -1,7 +1,7 @@
-"""Sentinel over TLS (``rediss+sentinel://``): three redis-server and three Sentinels listening with
-TLS only, certificates from ``crawlfleet.tlsca``; a sync and an asyncio client write and read,
-follow a SIGKILL of the primary, and a certificate that does not verify is one line naming the
-host and the cause."""
+"""Sentinel over TLS (``rediss+sentinel://``): three redis-server and three Sentinels listening
+with TLS only, certificates from ``crawlfleet.service.tlsca``; a sync and an asyncio client write
+and read, follow a SIGKILL of the primary, and a certificate that does not verify is one line
+naming the host and the cause."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from support.secureredis import make_tls_files
 from support.sentinel import PASSWORD, SENTINEL_PASSWORD, SentinelGroup, start_sentinel_group
 from support.waiting import wait_until
 
-from crawlfleet import tlsca
 from crawlfleet.frontier.config import default_wait
 from crawlfleet.hub.connect import check_connection, get_async_redis, get_redis, sentinel_problem
 from crawlfleet.hub.errors import RedisAuthError, RedisUrlError
 from crawlfleet.hub.urls import mask_url, parse_sentinel_url, redis_location, validate_url
+from crawlfleet.service import tlsca
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ from support.secureredis import TlsFiles, make_tls_files
 from support.services import log_tail, start_process, stop_process
 from support.waiting import wait_until
 
-from crawlfleet import tlsca
 from crawlfleet.middlewares.poolclient import PoolClient, PoolUnavailable, ca_context
+from crawlfleet.service import tlsca
 from crawlfleet.views.pools import PoolConfig, pool_counts
 
 API_KEY = "proxypool-api-key-0123456789"

@@ -18,8 +18,8 @@ from support.crawl import Site, frontier_settings
 from support.lifecycle import running
 from support.secureredis import SecureRedis, make_tls_files, start_tls_redis
 
-from crawlfleet import tlsca
 from crawlfleet.hub.connect import get_redis
+from crawlfleet.service import tlsca
 
 
 @pytest.fixture(scope="module")

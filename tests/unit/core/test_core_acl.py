@@ -1,4 +1,4 @@
-"""crawlfleet.acl: the rendered ACL lines (default off, hashed passwords, per-role rules) and
+"""crawlfleet.hub.acl: the rendered ACL lines (default off, hashed passwords, per-role rules) and
 ``crawlfleet acl render``'s input checks; tests/integration/acl tries them on a real server."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from crawlfleet import acl
 from crawlfleet.cli import main
+from crawlfleet.hub import acl
 
 PASSWORDS = {role: f"{role}-password-0123456789" for role in acl.ROLES}
 

@@ -20,7 +20,7 @@ from crawlfleet.extensions.workerstats import WorkerStats
 from crawlfleet.frontier.bloomlayout import BloomConfigError, ScalableLayout, layout_from_settings
 from crawlfleet.frontier.config import FrontierConfig, FrontierConfigError
 from crawlfleet.politeness.config import PolitenessConfig, PolitenessConfigError
-from crawlfleet.settingvalues import flag
+from crawlfleet.settingtable.values import flag
 
 URL = "redis://127.0.0.1:1/0"  # never connected to
 

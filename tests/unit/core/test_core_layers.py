@@ -24,7 +24,6 @@ NOT_THE_CRAWL_QUEUE = (
     "crawlfleet.proxypool",
     "crawlfleet.accountpool",
     "crawlfleet.alerts",
-    "crawlfleet.acl",
     "crawlfleet.jobs.store",
     "crawlfleet.politeness",
     "crawlfleet.service",

@@ -19,7 +19,7 @@ from crawlfleet.accountpool import cli as accountpool_cli
 from crawlfleet.accountpool.config import settings_from_args
 from crawlfleet.accountpool.crypto import generate_key
 from crawlfleet.dashboard import config as dashboard_config
-from crawlfleet.proxypool import settings as proxypool_settings
+from crawlfleet.proxypool import config as proxypool_settings
 from crawlfleet.service.options import ConfigError, parse_int, parse_number
 from crawlfleet.service.secrets import MIN_API_KEY_LENGTH
 

@@ -1,4 +1,4 @@
-"""crawlfleet.tlsca: the CA and host certificates are created, kept when nothing is due, and
+"""crawlfleet.service.tlsca: the CA and host certificates are created, kept when nothing is due, and
 renewed or re-issued when due — under an injected clock — and the CLI reports changed or not."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from crawlfleet import tlsca
 from crawlfleet.cli import main
+from crawlfleet.service import tlsca
 
 START = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 

@@ -62,9 +62,9 @@ def test_blocks_are_filled_and_unknown_blocks_refused(gendocs: ModuleType) -> No
 
 
 def test_option_tables_show_every_option(gendocs: ModuleType) -> None:
-    from crawlfleet.proxypool.settings import OPTIONS
+    from crawlfleet.proxypool.config import OPTIONS
 
-    table = gendocs.option_table("crawlfleet.proxypool.settings", "OPTIONS")
+    table = gendocs.option_table("crawlfleet.proxypool.config", "OPTIONS")
     for option in OPTIONS:
         assert f"`{option.env}`" in table, option.env
     assert "| `--port` | `PROXYPOOL_PORT` | `5555` |" in table

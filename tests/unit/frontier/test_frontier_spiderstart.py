@@ -10,7 +10,11 @@ from scrapy import Request, Spider
 from scrapy.spiders import CrawlSpider, SitemapSpider
 from scrapy.utils.test import get_crawler
 
-from crawlfleet.spiderstart import adopt_start_requests, keep_start_items_if, uses_start_requests
+from crawlfleet.frontier.spiderstart import (
+    adopt_start_requests,
+    keep_start_items_if,
+    uses_start_requests,
+)
 
 
 class Classic(Spider):

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from crawlfleet.proxypool import cli
-from crawlfleet.proxypool.settings import (
+from crawlfleet.proxypool.config import (
     OPTIONS,
     ConfigError,
     Settings,

@@ -25,7 +25,7 @@ from crawlfleet.dashboard import cli as dashboard_cli
 from crawlfleet.dashboard import config as dashboard_config
 from crawlfleet.demosite import cli as demosite_cli
 from crawlfleet.proxypool import cli as proxypool_cli
-from crawlfleet.proxypool import settings as proxypool_settings
+from crawlfleet.proxypool import config as proxypool_settings
 from crawlfleet.service import options
 from crawlfleet.service.options import ConfigError, Option
 

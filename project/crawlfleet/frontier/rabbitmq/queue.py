@@ -5,7 +5,7 @@ a request's message priority is ``request.priority + SCHEDULER_QUEUE_PRIORITY_OF
 ``0 … max priority`` (the broker orders by it: higher first, first in first out among equals).
 Messages are persistent; deliveries are acknowledged by hand (``ack``) only when their request is
 done, so the broker gives a dead worker's messages to the others. The frontier scheduler sees this
-class and runs :class:`crawlfleet.frontier.rabbitmq.scheduler.Scheduler` for it.
+class and runs :class:`crawlfleet.frontier.rabbitmq.scheduler.RabbitMQScheduler` for it.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class PriorityQueue:
     caller on the broker (except ``len``, which asks for a fresh count)."""
 
     # The frontier scheduler runs this scheduler for queues of this class.
-    scheduler_path = "crawlfleet.frontier.rabbitmq.scheduler.Scheduler"
+    scheduler_path = "crawlfleet.frontier.rabbitmq.scheduler.RabbitMQScheduler"
 
     def __init__(self, client: BrokerClient, max_priority: int, priority_offset: int) -> None:
         self.client = client

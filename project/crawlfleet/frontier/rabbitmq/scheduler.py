@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class Scheduler(FrontierScheduler):
+class RabbitMQScheduler(FrontierScheduler):
     """Built by ``FrontierScheduler.from_crawler`` for RabbitMQ queues (``scheduler_path``)."""
 
     BACKEND = "rabbitmq"
@@ -79,7 +79,7 @@ class Scheduler(FrontierScheduler):
         self._unsent = 0
 
     @classmethod
-    def build(cls, crawler: Crawler, config: FrontierConfig) -> Scheduler:
+    def build(cls, crawler: Crawler, config: FrontierConfig) -> RabbitMQScheduler:
         """Connect to Redis and RabbitMQ (errors are one-line ``FrontierConfigError``s)."""
         client = redis_from_settings(crawler.settings)
         # The broker sends at most this many unacknowledged messages: those in flight, and with
