@@ -82,6 +82,9 @@ def build_scheduler(
         scheduler_cls = Scheduler
         settings["DUPEFILTER_CLASS"] = "crawlfleet.frontier.dupefilter.SetDupeFilter"
         settings["SCHEDULER_ENQUEUE_BATCH"] = mode == "crawlfleet-batch"
+        # The frontier alone (scrapy-redis has no budget): politeness off, as the frontier
+        # requires it to be said when its middleware is not installed.
+        settings["POLITENESS_ENABLED"] = False
     else:
         from scrapy_redis.scheduler import Scheduler as RedisScheduler
 

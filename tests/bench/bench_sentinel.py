@@ -43,6 +43,7 @@ def _scheduler(redis_url: str, wait: int) -> Any:
         "REDIS_URL": redis_url,
         "DUPEFILTER_CLASS": "crawlfleet.frontier.dupefilter.SetDupeFilter",
         "SCHEDULER_WAIT_REPLICAS": wait,
+        "POLITENESS_ENABLED": False,  # the frontier alone, as in bench_hub
         "REDIS_PARAMS": {"socket_timeout": 2, "socket_connect_timeout": 2},
     }
     crawler = get_crawler(type("BenchSpider", (Spider,), {"name": f"bench{wait}"}), settings)

@@ -89,6 +89,7 @@ def ops(mode: str, n: int, redis_url: str) -> dict[str, float]:
         scheduler_cls: Any = Scheduler
         settings["DUPEFILTER_CLASS"] = "crawlfleet.frontier.dupefilter.SetDupeFilter"
         settings["SCHEDULER_ENQUEUE_BATCH"] = mode == "ops-crawlfleet-batch"
+        settings["POLITENESS_ENABLED"] = False  # the frontier alone, as in bench_hub
     else:
         from scrapy_redis.scheduler import Scheduler as RedisScheduler
 
@@ -151,6 +152,7 @@ def main() -> None:
             REDIS_URL=redis_url,
             REDIS_PARAMS={"connection_class": CountingConnection},
             SCHEDULER_ENQUEUE_BATCH=mode == "crawlfleet-batch",
+            POLITENESS_ENABLED=False,  # the frontier alone, as in bench_hub
         )
     elif mode != "scrapy":
         # scrapy-redis 0.9.1 on Scrapy 2.19: its scheduler needs DUPEFILTER_CLASS set explicitly,

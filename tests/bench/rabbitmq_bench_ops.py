@@ -34,6 +34,7 @@ def main() -> None:
             "DUPEFILTER_CLASS": "crawlfleet.frontier.dupefilter.SetDupeFilter",
             "SCHEDULER_PREFETCH": 8,
             "CONCURRENT_REQUESTS": 32,
+            "POLITENESS_ENABLED": False,  # the queues alone, as in bench_hub
         },
     )
     crawler.spider = crawler._create_spider()
