@@ -1,0 +1,238 @@
+"""The soak's checkers (issue 37): what a long crawl under faults must show, each a verdict.
+
+Every checker is a pure function of what the soak recorded (the pages the site served, the items
+exported, the samples of the hub's memory, the workers' RSS and the crawl's rate, the log lines,
+the faults it injected) and returns a :class:`Verdict`: passed or not, one line that says why, and
+the evidence (at most ``EVIDENCE`` lines). None reads a clock or a file, so each is shown catching
+a planted fault by a test (``tests/unit/soak/test_soak_checkers.py``) before a soak relies on it.
+
+The bounds are the issue's: no reachable page lost; pages fetched more than once at most what was
+in flight when the faults struck; every item once after `crawlfleet export`'s de-duplication; the
+hub's memory within its budget and flat once the Bloom filter is sized; each worker process's RSS
+growing at most 10 % after its warm-up; the crawl back to 0.9 of its rate before each fault, with
+the time it took; no ERROR line that no fault explains.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+EVIDENCE = 10  # lines of evidence a verdict keeps (the count is always in its summary)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One checker's answer: ``ok``, one line ``summary``, and up to ``EVIDENCE`` lines why."""
+
+    name: str
+    ok: bool
+    summary: str
+    evidence: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        return f"{'PASS' if self.ok else 'FAIL'} {self.name}: {self.summary}"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault the soak injected, from ``start`` until it was lifted at ``end`` (epoch seconds;
+    ``end == start`` for an instant one such as a SIGKILL). ``in_flight``: the requests the
+    workers it touched held when it struck (those may be fetched again); ``explains``: patterns
+    of the ERROR lines it may cause, expected until ``grace`` seconds after ``end``."""
+
+    name: str
+    start: float
+    end: float
+    in_flight: int = 0
+    explains: tuple[str, ...] = ()
+    grace: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.end >= self.start:
+            raise ValueError(
+                f"fault {self.name}: ends at {self.end} before it starts ({self.start})"
+            )
+        if self.in_flight < 0 or self.grace < 0:
+            raise ValueError(f"fault {self.name}: in_flight and grace must be >= 0")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of a log the soak kept: when, whose log, its level and its text."""
+
+    time: float
+    source: str
+    level: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Samples:
+    """A time series: ``(time, value)`` pairs in time order."""
+
+    points: tuple[tuple[float, float], ...] = field(default_factory=tuple)
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[float, float]]) -> Samples:
+        return cls(tuple(sorted((float(t), float(v)) for t, v in pairs)))
+
+    def between(self, start: float, end: float) -> list[float]:
+        """The values sampled in ``[start, end)``."""
+        return [v for t, v in self.points if start <= t < end]
+
+
+def _evidence(lines: Iterable[str]) -> tuple[str, ...]:
+    return tuple(list(lines)[:EVIDENCE])
+
+
+def lost_pages(reachable: Iterable[str], fetched: Iterable[str]) -> Verdict:
+    """Every reachable page fetched at least once (0 lost)."""
+    wanted, got = set(reachable), set(fetched)
+    lost = sorted(wanted - got)
+    summary = (
+        f"{len(wanted) - len(lost)} of {len(wanted)} reachable pages fetched, {len(lost)} lost"
+    )
+    return Verdict("lost", not lost and bool(wanted), summary, _evidence(lost))
+
+
+def fetched_again(fetches: Iterable[str], faults: Sequence[Fault]) -> Verdict:
+    """Pages fetched more than once, counted, and at most what was in flight at the faults."""
+    counts = Counter(fetches)
+    extra = sum(n - 1 for n in counts.values())
+    bound = sum(f.in_flight for f in faults)
+    summary = f"{extra} fetch(es) of a page already fetched, bound {bound} (in flight at faults)"
+    again = (f"{page} x{n}" for page, n in counts.most_common() if n > 1)
+    return Verdict("re-fetched", extra <= bound, summary, _evidence(again))
+
+
+def exported_once(exported: Sequence[str], expected: Iterable[str]) -> Verdict:
+    """After `crawlfleet export`'s de-duplication: every expected item exactly once, no other."""
+    counts, wanted = Counter(exported), set(expected)
+    twice = sorted(i for i, n in counts.items() if n > 1)
+    missing = sorted(wanted - set(counts))
+    stray = sorted(set(counts) - wanted)
+    summary = (
+        f"{len(counts)} distinct of {len(wanted)} expected: {len(missing)} missing, "
+        f"{len(twice)} more than once, {len(stray)} not expected"
+    )
+    evidence = [f"missing {i}" for i in missing] + [f"twice {i}" for i in twice]
+    evidence += [f"not expected {i}" for i in stray]
+    ok = not (twice or missing or stray)
+    return Verdict("exported once", ok, summary, _evidence(evidence))
+
+
+def hub_memory(memory: Samples, budget: float, sized_at: float, flat: float = 0.10) -> Verdict:
+    """The hub's memory (the series the soak judges) never above ``budget`` bytes, and growing at
+    most ``flat`` (a share) from its first sample at or after ``sized_at`` (the Bloom filter
+    sized) to its largest after."""
+    if not memory.points:
+        return Verdict("hub memory", False, "no sample of the hub's memory")
+    peak_time, peak = max(memory.points, key=lambda p: p[1])
+    after = [(t, v) for t, v in memory.points if t >= sized_at]
+    evidence = []
+    if peak > budget:
+        evidence.append(f"{peak / 2**20:.1f} MiB at {peak_time:.0f} > budget {budget / 2**20:.1f}")
+    growth = 0.0
+    if after:
+        first = after[0][1]
+        growth = max(v for _, v in after) / first - 1 if first > 0 else 0.0
+        if growth > flat:
+            evidence.append(
+                f"grew {growth:.1%} after the Bloom filter was sized (limit {flat:.0%})"
+            )
+    else:
+        evidence.append("no sample after the Bloom filter was sized")
+    summary = (
+        f"peak {peak / 2**20:.1f} MiB of a {budget / 2**20:.1f} MiB budget, "
+        f"{growth:+.1%} once sized"
+    )
+    return Verdict("hub memory", not evidence, summary, _evidence(evidence))
+
+
+def worker_rss(rss: Mapping[str, Samples], warmup: float, growth: float = 0.10) -> Verdict:
+    """Each worker process's RSS (keyed by process: a restarted worker is a new one) grows at most
+    ``growth`` from its first sample ``warmup`` seconds after its own first to its largest after.
+    A process that did not live past its warm-up is counted, not judged."""
+    judged, short, evidence = 0, 0, []
+    for process, samples in sorted(rss.items()):
+        if not samples.points:
+            short += 1
+            continue
+        born = samples.points[0][0]
+        after = [v for t, v in samples.points if t >= born + warmup]
+        if len(after) < 2:
+            short += 1
+            continue
+        judged += 1
+        grew = max(after) / after[0] - 1 if after[0] > 0 else 0.0
+        if grew > growth:
+            evidence.append(f"{process} grew {grew:.1%} after warm-up (limit {growth:.0%})")
+    summary = (
+        f"{judged} process(es) judged, {len(evidence)} grew more than {growth:.0%}, "
+        f"{short} did not outlive the warm-up"
+    )
+    return Verdict("worker RSS", judged > 0 and not evidence, summary, _evidence(evidence))
+
+
+def recovery(
+    rate: Samples,
+    faults: Sequence[Fault],
+    before: float = 60.0,
+    window: float = 30.0,
+    target: float = 0.9,
+    within: float = 600.0,
+) -> tuple[Verdict, dict[str, float | None]]:
+    """After each fault, the crawl's rate back to ``target`` of its level before it: the median of
+    the samples in the ``before`` seconds up to the fault. Recovered at the first time t after
+    the fault is lifted where the mean over ``[t, t + window)`` reaches that, within ``within``
+    seconds. Returns the verdict and each fault's seconds to recover (None: it did not; a fault
+    with no rate before it is not judged and not listed)."""
+    times: dict[str, float | None] = {}
+    evidence = []
+    for fault in faults:
+        level_samples = rate.between(fault.start - before, fault.start)
+        if not level_samples or statistics.median(level_samples) <= 0:
+            continue
+        level = statistics.median(level_samples)
+        took = None
+        for t, _ in rate.points:
+            if t < fault.end or t + window > fault.end + within:
+                continue
+            if (got := rate.between(t, t + window)) and statistics.fmean(got) >= target * level:
+                took = t - fault.start
+                break
+        times[fault.name] = took
+        if took is None:
+            evidence.append(f"{fault.name} at {fault.start:.0f}: not back to {target:.0%} of "
+                            f"{level:.1f}/s within {within:.0f} s")  # fmt: skip
+    worst = max((t for t in times.values() if t is not None), default=0.0)
+    summary = (
+        f"{len(times)} fault(s) judged, {len(evidence)} not recovered, "
+        f"slowest recovery {worst:.0f} s"
+    )
+    return Verdict("recovery", not evidence, summary, _evidence(evidence)), times
+
+
+def unexplained_errors(lines: Iterable[LogLine], faults: Sequence[Fault]) -> Verdict:
+    """Every ERROR line (any case of the level) explained by a fault: within its time, up to its
+    ``grace`` after it is lifted, and matching one of its patterns."""
+    patterns = [(f, [re.compile(p) for p in f.explains]) for f in faults]
+    errors = explained = 0
+    evidence = []
+    for line in lines:
+        if line.level.lower() not in ("error", "critical"):
+            continue
+        errors += 1
+        if any(
+            f.start <= line.time <= f.end + f.grace and any(p.search(line.text) for p in found)
+            for f, found in patterns
+        ):
+            explained += 1
+        else:
+            evidence.append(f"{line.source} at {line.time:.0f}: {line.text[:200]}")
+    summary = f"{errors} ERROR line(s), {explained} explained by a fault, {len(evidence)} not"
+    return Verdict("errors explained", not evidence, summary, _evidence(evidence))
