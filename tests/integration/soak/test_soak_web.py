@@ -1,0 +1,100 @@
+"""The soak's synthetic web over real sockets: each host on its own loopback address, its pages
+and links as drawn, a limited host banning one client address and not another, one access-log
+line per answer, and a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from soak.web import Web
+from support.net import free_port
+from support.services import log_tail
+from support.waiting import wait_or_stop, wait_until
+
+WEB = Path(__file__).resolve().parents[2] / "soak" / "web.py"
+HOSTS, PAGES = 12, 300
+
+
+def limited_seed() -> tuple[int, Web]:
+    """The first seed whose web has a fast host that limits at 5 requests a second or fewer."""
+    for seed in range(1000):
+        web = Web.draw(HOSTS, PAGES, seed)
+        if any(0 < h.limit <= 5 and h.latency < 0.1 for h in web.hosts):
+            return seed, web
+    raise AssertionError("no seed below 1000 draws a fast limited host")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Web, int, Path]]:
+    seed, web = limited_seed()
+    port, log = free_port(), tmp_path / "access.log"
+    argv = [sys.executable, str(WEB), "--port", str(port), "--hosts", str(HOSTS), "--pages",
+            str(PAGES), "--seed", str(seed), "--access-log", str(log)]  # fmt: skip
+    out = tmp_path / "web.out"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"web.py exited {proc.returncode}: {log_tail(out)}")
+        return b"ready" in out.read_bytes()
+
+    wait_or_stop(ready, "the soak web listening", 30, proc.kill)
+    yield web, port, log
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0, log_tail(out)
+
+
+def test_each_host_serves_its_own_pages_and_links(served: tuple[Web, int, Path]) -> None:
+    web, port, log = served
+    with httpx.Client(trust_env=False, timeout=10) as http:
+        for host in (0, HOSTS - 1):
+            answer = http.get(web.url(host, 0, port))
+            assert answer.status_code == 200
+            for linked in web.links(host, 0):
+                assert f'href="{web.url(*linked, port)}"' in answer.text
+        last = web.hosts[0].pages
+        assert http.get(web.url(0, last, port)).status_code == 404
+        assert http.get(f"http://{web.hosts[0].address}:{port}/other").status_code == 404
+    lines = log.read_text().splitlines()
+    assert len(lines) == 4
+    assert lines[0].split()[1:] == ["127.0.0.1", web.hosts[0].address, "/p/0", "200"]
+
+
+def test_a_limited_host_bans_the_address_over_its_limit_and_no_other(
+    served: tuple[Web, int, Path],
+) -> None:
+    web, port, _ = served
+    host = next(h for h in web.hosts if 0 < h.limit <= 5 and h.latency < 0.1)
+    url = web.url(host.index, 0, port)
+
+    def fetch(_: int) -> httpx.Response:
+        with httpx.Client(trust_env=False, timeout=10) as http:
+            return http.get(url)
+
+    banned = 429 if host.retry_after else 403
+    answers: list[httpx.Response] = []
+
+    def burst_banned() -> bool:
+        """limit + 3 requests at once (a loaded machine may spread one burst over more than the
+        host's one-second window: then the next burst)."""
+        with ThreadPoolExecutor(host.limit + 3) as pool:
+            answers[:] = pool.map(fetch, range(host.limit + 3))
+        return any(a.status_code == banned for a in answers)
+
+    wait_until(burst_banned, f"a burst over {host.limit}/s banned", timeout=30, interval=0)
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses.count(200) <= host.limit and set(statuses) <= {200, banned}, statuses
+    if host.retry_after:
+        refused = next(a for a in answers if a.status_code == 429)
+        assert 1 <= int(refused.headers["retry-after"]) <= host.ban
+    other = httpx.HTTPTransport(local_address="127.0.0.2")
+    with httpx.Client(transport=other, trust_env=False, timeout=10) as http:
+        assert http.get(url).status_code == 200  # the ban is per client address

@@ -1,0 +1,250 @@
+"""The soak's synthetic web (issue 37): many hosts on loopback, each with its own size, speed,
+limit and failures, all drawn from one seed, so a soak is reproducible and its checkers know
+every page that is reachable.
+
+Hosts are loopback addresses (``127.77.x.y``, one listening socket each on one port), so each is
+its own site to Scrapy and to the politeness budget, and a forward proxy reaches it as it would
+reach a real one. A host's pages form a tree (page ``i`` links to ``B*i+1 … B*i+B``) plus a link
+from every page to the root of another host, and each root links to the next host's root: every
+page of every host is reachable from any root. Sizes are skewed (a few hosts hold most pages), so
+are latencies; some hosts limit each client address (above ``limit`` requests in a second the
+address is banned for ``ban`` seconds: 403, or 429 with ``Retry-After``), some answer slowly,
+some fail a share of their requests with 500.
+
+``python web.py --port P --hosts H --pages N --seed S --access-log FILE`` serves the web until
+SIGTERM; it prints ``ready`` once every socket listens. Each answer appends one line to the
+access log: ``time client host path status`` (what the soak's checkers read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import signal
+import sys
+import time
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+BRANCHING = 4
+BASE = (127, 77)  # hosts are 127.77.<i // 250>.<i % 250 + 1>
+MAX_HOSTS = 250 * 250
+
+
+@dataclass(frozen=True)
+class Host:
+    """One synthetic site: how many pages, how fast, how it limits and how it fails."""
+
+    index: int
+    pages: int
+    latency: float  # seconds before each answer
+    limit: int  # requests per second per client address before a ban (0: no limit)
+    ban: float  # seconds a banned address is refused
+    retry_after: bool  # a ban answers 429 with Retry-After (else 403)
+    fail: float  # share of requests answered 500
+    size: int  # bytes of filler per page
+
+    @property
+    def address(self) -> str:
+        return address(self.index)
+
+
+def address(index: int) -> str:
+    return f"{BASE[0]}.{BASE[1]}.{index // 250}.{index % 250 + 1}"
+
+
+def index_of(host: str) -> int | None:
+    """The host index of a ``127.77.x.y`` address, None for any other."""
+    parts = host.split(".")
+    if len(parts) != 4 or not all(p.isdigit() for p in parts):
+        return None
+    a, b, c, d = (int(p) for p in parts)
+    if (a, b) != BASE or not 1 <= d <= 250:
+        return None
+    return c * 250 + d - 1
+
+
+@dataclass(frozen=True)
+class Web:
+    """The whole web, drawn from ``seed``: ``hosts`` sites holding ``pages`` pages in all."""
+
+    seed: int
+    hosts: tuple[Host, ...]
+
+    @classmethod
+    def draw(cls, hosts: int, pages: int, seed: int) -> Web:
+        if not 1 <= hosts <= MAX_HOSTS:
+            raise ValueError(f"--hosts must be from 1 to {MAX_HOSTS}, got {hosts}")
+        if pages < hosts:
+            raise ValueError(f"--pages must be at least --hosts ({hosts}), got {pages}")
+        rng = random.Random(seed)
+        weights = [rng.paretovariate(1.2) for _ in range(hosts)]  # a few hosts hold most pages
+        total, rest = sum(weights), pages - hosts
+        counts = [1 + int(rest * w / total) for w in weights]  # a page each, the rest by weight
+        counts[weights.index(max(weights))] += pages - sum(counts)  # what rounding left over
+        drawn = []
+        for i, count in enumerate(counts):
+            kind = rng.random()
+            drawn.append(
+                Host(
+                    index=i,
+                    pages=count,
+                    latency=rng.uniform(0.5, 2.0) if kind < 0.02 else rng.uniform(0.002, 0.05),
+                    limit=rng.choice((2, 5, 10, 20)) if 0.02 <= kind < 0.12 else 0,
+                    ban=rng.choice((5.0, 10.0)),
+                    retry_after=rng.random() < 0.5,
+                    fail=0.05 if 0.12 <= kind < 0.15 else 0.0,
+                    size=int(rng.lognormvariate(7, 1)),  # median ~1 KB, a long tail
+                )
+            )
+        return cls(seed, tuple(drawn))
+
+    def url(self, host: int, page: int, port: int) -> str:
+        return f"http://{address(host)}:{port}/p/{page}"
+
+    def links(self, host: int, page: int) -> list[tuple[int, int]]:
+        """``(host, page)`` of each link on a page: its children, another host's root and, on a
+        root, the next host's root."""
+        count = self.hosts[host].pages
+        found = [(host, c) for c in range(BRANCHING * page + 1, BRANCHING * page + BRANCHING + 1)]
+        found = [(h, c) for h, c in found if c < count]
+        n = len(self.hosts)
+        found.append(((host * 31 + page * 7 + 1) % n, 0))
+        if page == 0:
+            found.append(((host + 1) % n, 0))
+        return list(dict.fromkeys(found))
+
+    def reachable(self) -> Iterator[tuple[int, int]]:
+        """Every ``(host, page)``: all of them, by construction (the tests prove it by walking)."""
+        for host in self.hosts:
+            for page in range(host.pages):
+                yield host.index, page
+
+    def page(self, host: int, page: int, port: int) -> bytes:
+        anchors = "".join(
+            f'<a href="{self.url(h, p, port)}">{h}/{p}</a>\n' for h, p in self.links(host, page)
+        )
+        filler = "x" * self.hosts[host].size
+        return (
+            f"<!doctype html><html><head><title>{host}/{page}</title></head><body>"
+            f"<h1>{host}/{page}</h1>\n{anchors}<p>{filler}</p></body></html>"
+        ).encode()
+
+
+class Limiter:
+    """Per (host, client address): requests in the last second, and bans until a time."""
+
+    def __init__(self) -> None:
+        self.recent: dict[tuple[int, str], deque[float]] = defaultdict(deque)
+        self.banned: dict[tuple[int, str], float] = {}
+
+    def admit(self, host: Host, client: str, now: float) -> float:
+        """0 when the request is admitted, else the seconds the address stays banned."""
+        if not host.limit:
+            return 0.0
+        key = (host.index, client)
+        until = self.banned.get(key, 0.0)
+        if now < until:
+            return until - now
+        recent = self.recent[key]
+        while recent and recent[0] <= now - 1.0:
+            recent.popleft()
+        recent.append(now)
+        if len(recent) > host.limit:
+            self.banned[key] = now + host.ban
+            recent.clear()
+            return host.ban
+        return 0.0
+
+
+def _answer(status: int, body: bytes, extra: str = "") -> bytes:
+    reason = {200: "OK", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests"}
+    head = (
+        f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\nContent-Type: text/html\r\n"
+        f"Content-Length: {len(body)}\r\n{extra}\r\n"
+    )
+    return head.encode() + body
+
+
+class Server:
+    """Serves ``web`` on ``port`` of every host's address; one access-log line per answer."""
+
+    def __init__(self, web: Web, port: int, log: IO[str], seed: int) -> None:
+        self.web, self.port, self.log = web, port, log
+        self.limiter = Limiter()
+        self.rng = random.Random(seed + 1)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        local, client = writer.get_extra_info("sockname")[0], writer.get_extra_info("peername")[0]
+        index = index_of(local)
+        try:
+            while index is not None:
+                request = await reader.readuntil(b"\r\n\r\n")
+                parts = request.split(b" ", 2)
+                path = parts[1].decode("latin-1") if len(parts) > 2 else ""
+                if path.startswith("http://"):  # a forward proxy's absolute form
+                    path = "/" + path.removeprefix("http://").partition("/")[2]
+                status, data = await self.respond(self.web.hosts[index], client, path)
+                writer.write(data)
+                await writer.drain()
+                self.log.write(f"{time.time():.3f} {client} {local} {path} {status}\n")
+                if b"connection: close" in request.lower():
+                    break
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def respond(self, host: Host, client: str, path: str) -> tuple[int, bytes]:
+        number = path.removeprefix("/p/")
+        if not (path.startswith("/p/") and number.isdigit() and int(number) < host.pages):
+            return 404, _answer(404, b"<h1>not found</h1>")
+        banned = self.limiter.admit(host, client, time.monotonic())
+        if banned:
+            if host.retry_after:
+                return 429, _answer(429, b"slow down", f"Retry-After: {max(1, round(banned))}\r\n")
+            return 403, _answer(403, b"<h1>banned</h1>")
+        await asyncio.sleep(host.latency)
+        if host.fail and self.rng.random() < host.fail:
+            return 500, _answer(500, b"<h1>internal error</h1>")
+        return 200, _answer(200, self.web.page(host.index, int(number), self.port))
+
+
+async def serve(web: Web, port: int, access_log: Path, seed: int) -> None:
+    with access_log.open("a", buffering=1) as log:
+        server = Server(web, port, log, seed)
+        listening = await asyncio.start_server(
+            server.handle, host=[h.address for h in web.hosts], port=port, backlog=512
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        print("ready", flush=True)
+        async with listening:
+            await stop.wait()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--pages", type=int, default=300_000)
+    parser.add_argument("--seed", type=int, default=37)
+    parser.add_argument("--access-log", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        web = Web.draw(args.hosts, args.pages, args.seed)
+    except ValueError as exc:
+        print(f"web.py: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(web, args.port, args.access_log, args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

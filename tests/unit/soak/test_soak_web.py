@@ -1,0 +1,87 @@
+"""The soak's synthetic web as drawn: reproducible, sized as asked, skewed, every page reachable,
+and its limiter banning exactly what it should (an injected clock)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from soak.web import MAX_HOSTS, Host, Limiter, Web, address, index_of
+
+
+def walk(web: Web) -> set[tuple[int, int]]:
+    """Every (host, page) reachable from host 0's root by following links."""
+    seen = {(0, 0)}
+    todo = deque(seen)
+    while todo:
+        for link in web.links(*todo.popleft()):
+            if link not in seen:
+                seen.add(link)
+                todo.append(link)
+    return seen
+
+
+def test_the_soak_web_is_reproducible_skewed_and_all_reachable() -> None:
+    web = Web.draw(1000, 300_000, seed=37)
+    assert web == Web.draw(1000, 300_000, seed=37)
+    assert web != Web.draw(1000, 300_000, seed=38)
+    counts = sorted((h.pages for h in web.hosts), reverse=True)
+    assert sum(counts) == 300_000 and min(counts) >= 1
+    assert sum(counts[:100]) > 0.5 * 300_000  # a tenth of the hosts hold most pages
+    limited = sum(1 for h in web.hosts if h.limit)
+    slow = sum(1 for h in web.hosts if h.latency >= 0.5)
+    failing = sum(1 for h in web.hosts if h.fail)
+    assert 50 <= limited <= 150 and 5 <= slow <= 40 and 10 <= failing <= 60
+    assert walk(web) == set(web.reachable())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 400), st.integers(0, 2**32))
+def test_any_drawn_web_holds_exactly_its_pages_all_reachable(
+    hosts: int, more: int, seed: int
+) -> None:
+    web = Web.draw(hosts, hosts + more, seed)
+    assert [h.index for h in web.hosts] == list(range(hosts))
+    assert sum(h.pages for h in web.hosts) == hosts + more
+    assert all(h.pages >= 1 for h in web.hosts)
+    assert walk(web) == set(web.reachable())
+
+
+@pytest.mark.parametrize(
+    ("hosts", "pages", "error"),
+    [
+        (0, 10, "--hosts must be from 1 to 62500, got 0"),
+        (MAX_HOSTS + 1, 10**6, "--hosts must be from 1 to 62500, got 62501"),
+        (10, 9, "--pages must be at least --hosts (10), got 9"),
+    ],
+)
+def test_a_web_that_cannot_be_drawn_is_one_line(hosts: int, pages: int, error: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        Web.draw(hosts, pages, seed=1)
+    assert str(raised.value) == error
+
+
+@given(st.integers(0, MAX_HOSTS - 1))
+def test_a_host_index_and_its_address_map_both_ways(index: int) -> None:
+    assert index_of(address(index)) == index
+
+
+@pytest.mark.parametrize(
+    "other", ["127.0.0.1", "127.77.0.0", "127.77.0.251", "127.77.x.1", "127.77.0", "::1", ""]
+)
+def test_an_address_that_is_no_host_of_the_web_is_none(other: str) -> None:
+    assert index_of(other) is None
+
+
+def test_the_limiter_bans_an_address_over_the_limit_for_the_ban_and_no_other() -> None:
+    host = Host(0, 10, 0.0, limit=2, ban=5.0, retry_after=False, fail=0.0, size=0)
+    free = Host(1, 10, 0.0, limit=0, ban=5.0, retry_after=False, fail=0.0, size=0)
+    limiter = Limiter()
+    assert [limiter.admit(host, "a", t) for t in (0.0, 0.1)] == [0.0, 0.0]
+    assert limiter.admit(host, "a", 0.2) == 5.0  # the third in one second: banned
+    assert limiter.admit(host, "b", 0.3) == 0.0  # another address is not
+    assert limiter.admit(host, "a", 4.2) == pytest.approx(1.0)
+    assert limiter.admit(host, "a", 5.2) == 0.0  # the ban is over
+    assert all(limiter.admit(free, "a", t / 100) == 0.0 for t in range(100))
