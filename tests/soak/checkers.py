@@ -189,13 +189,15 @@ def recovery(
     """After each fault, the crawl's rate back to ``target`` of its level before it: the median of
     the samples in the ``before`` seconds up to the fault. Recovered at the first time t after
     the fault is lifted where the mean over ``[t, t + window)`` reaches that, within ``within``
-    seconds. Returns the verdict and each fault's seconds to recover (None: it did not; a fault
-    with no rate before it is not judged and not listed)."""
+    seconds. Returns the verdict and each fault's seconds to recover (None: it did not). A fault
+    with no rate before it, or lifted less than ``window`` before the last sample (the crawl
+    ended first), is not judged and not listed."""
     times: dict[str, float | None] = {}
     evidence = []
+    last = rate.points[-1][0] if rate.points else 0.0
     for fault in faults:
         level_samples = rate.between(fault.start - before, fault.start)
-        if not level_samples or statistics.median(level_samples) <= 0:
+        if not level_samples or statistics.median(level_samples) <= 0 or fault.end + window > last:
             continue
         level = statistics.median(level_samples)
         took = None

@@ -11,9 +11,11 @@ are latencies; some hosts limit each client address (above ``limit`` requests in
 address is banned for ``ban`` seconds: 403, or 429 with ``Retry-After``), some answer slowly,
 some fail a share of their requests with 500.
 
-``python web.py --port P --hosts H --pages N --seed S --access-log FILE`` serves the web until
-SIGTERM; it prints ``ready`` once every socket listens. Each answer appends one line to the
-access log: ``time client host path status`` (what the soak's checkers read).
+``python web.py --port P --hosts H --pages N --seed S --access-log FILE --admin-port A`` serves
+the web until SIGTERM; it prints ``ready`` once every socket listens. Each answer appends one line
+to the access log: ``time client host path status`` (what the soak's checkers read). On
+``127.0.0.1:A``, ``POST /storm?host=H&seconds=S`` makes host H ban every address for S seconds
+(the soak's ban storm).
 """
 
 from __future__ import annotations
@@ -136,14 +138,22 @@ class Web:
 
 
 class Limiter:
-    """Per (host, client address): requests in the last second, and bans until a time."""
+    """Per (host, client address): requests in the last second, and bans until a time; per
+    host, a ban storm (every address refused) until a time."""
 
     def __init__(self) -> None:
         self.recent: dict[tuple[int, str], deque[float]] = defaultdict(deque)
         self.banned: dict[tuple[int, str], float] = {}
+        self.storms: dict[int, float] = {}
+
+    def storm(self, host: int, now: float, seconds: float) -> None:
+        """From ``now`` on, ``host`` refuses every address for ``seconds``."""
+        self.storms[host] = now + seconds
 
     def admit(self, host: Host, client: str, now: float) -> float:
         """0 when the request is admitted, else the seconds the address stays banned."""
+        if now < (storm := self.storms.get(host.index, 0.0)):
+            return storm - now
         if not host.limit:
             return 0.0
         key = (host.index, client)
@@ -214,11 +224,33 @@ class Server:
         return 200, _answer(200, self.web.page(host.index, int(number), self.port))
 
 
-async def serve(web: Web, port: int, access_log: Path, seed: int) -> None:
+async def _admin(
+    server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """``POST /storm?host=H&seconds=S`` on the admin port: host H bans every address for S s."""
+    try:
+        request = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        target = request.split(" ", 2)[1]
+        query = dict(p.partition("=")[::2] for p in target.partition("?")[2].split("&") if p)
+        host, seconds = int(query["host"]), float(query["seconds"])
+        if not (target.startswith("/storm?") and 0 <= host < len(server.web.hosts) and seconds > 0):
+            raise ValueError(target)
+        server.limiter.storm(host, time.monotonic(), seconds)
+        writer.write(_answer(200, b"storm"))
+    except (ValueError, KeyError, IndexError, asyncio.IncompleteReadError):
+        writer.write(_answer(400, b"POST /storm?host=H&seconds=S"))
+    await writer.drain()
+    writer.close()
+
+
+async def serve(web: Web, port: int, access_log: Path, seed: int, admin_port: int) -> None:
     with access_log.open("a", buffering=1) as log:
         server = Server(web, port, log, seed)
         listening = await asyncio.start_server(
             server.handle, host=[h.address for h in web.hosts], port=port, backlog=512
+        )
+        await asyncio.start_server(
+            lambda r, w: _admin(server, r, w), host="127.0.0.1", port=admin_port
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -236,13 +268,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pages", type=int, default=300_000)
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--access-log", type=Path, required=True)
+    parser.add_argument("--admin-port", type=int, required=True, help="127.0.0.1: ban storms")
     args = parser.parse_args(argv)
     try:
         web = Web.draw(args.hosts, args.pages, args.seed)
     except ValueError as exc:
         print(f"web.py: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(serve(web, args.port, args.access_log, args.seed))
+    asyncio.run(serve(web, args.port, args.access_log, args.seed, args.admin_port))
     return 0
 
 

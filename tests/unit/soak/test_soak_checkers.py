@@ -112,8 +112,11 @@ def test_recovery_times_each_fault_and_fails_one_the_crawl_never_recovers_from()
     assert slow.evidence == ("proxy stopped at 200: not back to 90% of 40.0/s within 600 s",)
 
 
-def test_recovery_does_not_judge_a_fault_with_no_rate_before_it() -> None:
+def test_recovery_does_not_judge_a_fault_with_no_rate_before_it_or_none_after() -> None:
     verdict, times = recovery(_rate(40.0, (0, 300), back=1.0), [Fault("early", 100.0, 100.0)])
+    assert verdict.ok and times == {}
+    ended = Samples.of((t, 40.0) for t in range(0, 300, 5))  # the crawl's last sample at 295
+    verdict, times = recovery(ended, [Fault("late", 280.0, 280.0)])
     assert verdict.ok and times == {}
 
 

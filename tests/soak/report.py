@@ -1,0 +1,135 @@
+"""The soak's report: ``soak.html`` (the verdicts, the faults with their recovery times, and five
+charts over time with every fault marked: pages/s, the hub's memory, each worker process's RSS,
+the queue and refusals/s) and ``soak.png``, the same page as headless Chromium draws it.
+
+The charts are inline SVG written here (no plotting library): each a polyline per series over
+the soak's time axis in minutes, a shaded band per fault from its start to its end.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from support.dashboard import browser
+
+WIDTH, HEIGHT, PAD = 900, 160, 40
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
+
+
+def chart(
+    title: str,
+    series: dict[str, Sequence[tuple[float, float]]],
+    faults: Sequence[dict[str, Any]],
+    start: float,
+    unit: str,
+) -> str:
+    """One SVG chart: ``series`` (name -> (epoch seconds, value)) over minutes since ``start``."""
+    points = [p for values in series.values() for p in values]
+    if not points:
+        return f"<h3>{html.escape(title)}</h3><p>no samples</p>"
+    t_max = max(max(t for t, _ in points) - start, 1.0)
+    v_max = max(max(v for _, v in points), 1e-9)
+
+    def x(t: float) -> float:
+        return PAD + (t - start) / t_max * (WIDTH - 2 * PAD)
+
+    def y(v: float) -> float:
+        return HEIGHT - PAD / 2 - v / v_max * (HEIGHT - PAD)
+
+    parts = [f'<svg width="{WIDTH}" height="{HEIGHT}" xmlns="http://www.w3.org/2000/svg">']
+    for fault in faults:
+        x0, x1 = x(fault["start"]), max(x(fault["end"]), x(fault["start"]) + 2)
+        parts.append(
+            f'<rect x="{x0:.1f}" y="0" width="{x1 - x0:.1f}" height="{HEIGHT - PAD / 2}" '
+            f'fill="#f4b183" opacity="0.5"><title>{html.escape(fault["name"])}</title></rect>'
+        )
+    for colour, (name, values) in zip(COLOURS * 20, series.items(), strict=False):
+        line = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in values)
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{line}">'
+            f"<title>{html.escape(name)}</title></polyline>"
+        )
+    base = HEIGHT - PAD / 2
+    parts.append(f'<line x1="{PAD}" y1="{base}" x2="{WIDTH - PAD}" y2="{base}" stroke="#444"/>')
+    parts.append(f'<text x="{PAD}" y="12" font-size="11">{v_max:,.1f} {html.escape(unit)}</text>')
+    parts.append(
+        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 2}" font-size="11" text-anchor="end">'
+        f"{t_max / 60:.0f} min</text></svg>"
+    )
+    legend = " · ".join(
+        f'<span style="color:{c}">{html.escape(n)}</span>'
+        for c, n in zip(COLOURS * 20, series, strict=False)
+    )
+    return f"<h3>{html.escape(title)}</h3><div>{legend}</div>{''.join(parts)}"
+
+
+def page(record: dict[str, Any]) -> str:
+    start = record["started"]
+    ok = [s for s in record["samples"] if "error" not in s]
+    faults = record["faults"]
+    step = 5.0
+    rss: dict[str, list[tuple[float, float]]] = {}
+    for s in ok:
+        for process, value in s["rss"].items():
+            rss.setdefault(process, []).append((s["t"], value / 2**20))
+    charts = [
+        chart("pages/s", {"served": [(s["t"], s["served"] / step) for s in ok]}, faults, start,
+              "pages/s"),
+        chart("hub memory", {
+            "used_memory": [(s["t"], s["memory"] / 2**20) for s in ok],
+            "less the items stream": [(s["t"], (s["memory"] - s["items_memory"]) / 2**20)
+                                      for s in ok]}, faults, start, "MiB"),
+        chart("worker RSS", rss, faults, start, "MiB"),
+        chart("queue", {"queued": [(s["t"], s["queued"] or 0) for s in ok],
+                        "leased": [(s["t"], s["leased"] or 0) for s in ok]}, faults, start,
+              "requests"),
+        chart("refused and failed/s", {
+            "403/429": [(s["t"], s["refused"] / step) for s in ok],
+            "500": [(s["t"], s["failed"] / step) for s in ok]}, faults, start, "/s"),
+    ]  # fmt: skip
+    verdicts = "".join(
+        f"<li><b>{'PASS' if v['ok'] else 'FAIL'}</b> {html.escape(v['name'])}: "
+        f"{html.escape(v['summary'])}</li>"
+        for v in record["verdicts"]
+    )
+    rows = "".join(
+        f"<tr><td>{(f['start'] - start) / 60:.1f}</td><td>{html.escape(f['name'])}</td>"
+        f"<td>{f['end'] - f['start']:.0f}</td><td>{f['in_flight']}</td>"
+        f"<td>{_took(record['recovery'], f['name'])}</td></tr>"
+        for f in faults
+    )
+    head = (
+        f"{record['pages']:,} pages over {record['args']['hosts']} hosts, "
+        f"{record['args']['workers']} workers, seed {record['args']['seed']}: "
+        f"{record['distinct']:,} fetched ({record['fetched']:,} fetches), {len(faults)} faults"
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>crawlfleet soak</title>"
+        "<style>body{font:13px sans-serif;margin:16px;width:940px}td,th{padding:2px 8px}</style>"
+        f"</head><body><h2>crawlfleet soak</h2><p>{html.escape(head)}</p><ul>{verdicts}</ul>"
+        "<table><tr><th>min</th><th>fault</th><th>s</th><th>in flight</th>"
+        f"<th>back to 0.9 after</th></tr>{rows}</table>{''.join(charts)}</body></html>"
+    )
+
+
+def _took(recovery: dict[str, float | None], name: str) -> str:
+    if name not in recovery:
+        return "not judged"
+    took = recovery[name]
+    return "not recovered" if took is None else f"{took:.0f} s"
+
+
+def write(record: dict[str, Any], out: Path) -> None:
+    """``soak.html`` and ``soak.png`` (headless Chromium's picture of it) into ``out``."""
+    target = out / "soak.html"
+    target.write_text(page(record), encoding="utf-8")
+    driver = browser(out / "work")
+    try:
+        driver.set_window_size(980, 1400)
+        driver.get(target.resolve().as_uri())
+        driver.save_screenshot(str(out / "soak.png"))
+    finally:
+        driver.quit()

@@ -1,0 +1,444 @@
+"""`make soak` (issue 37): a long crawl of the synthetic web under a schedule of faults, judged by
+the checkers, with a report.
+
+Every part is a real process on loopback: the hub's redis-server (AOF on, as the role configures
+it), the synthetic web (``web.py``), the demo site (the account pool's login target), three forward
+proxies leaving from 127.0.0.2-4, the proxy and account pools, and ``--workers`` processes of
+``scrapy crawl soak`` (``project/``: a classic project with the fleet's add-on, nothing of the
+target written in). Each worker reaches the hub through its own relay (``relay.py``), so one can be
+cut from the hub. The faults (``schedule.py``) strike over ``--minutes``; the crawl then runs on
+until every page is fetched (or ``--max-minutes``). A sampler records, every ``SAMPLE`` seconds,
+the pages served and refused, the hub's memory, each worker process's RSS and the queue. At the
+end the items are exported with `crawlfleet export`, the checkers judge (``checkers.py``), and
+``report.py`` writes ``soak.json``, ``soak.html`` and ``soak.png`` into ``--out``.
+
+    scripts/soak.sh --minutes 45 --hosts 1000 --pages 300000 --workers 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from book_lab import ACCOUNT_KEY, PROXY_KEY, Lab
+from soak import checkers, report, schedule
+from soak.relay import Relay
+from soak.web import Web
+from support.net import free_port
+from support.services import start_process, stop_process, wait_listening
+from support.waiting import wait_or_stop, wait_until
+
+from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.views.crawl import spider_snapshot
+
+from redis_server import RedisServer, start_redis
+
+HERE = Path(__file__).resolve().parent
+PROJECT = HERE / "project"
+BIN = Path(sys.executable).parent
+SPIDER = "soak"
+SAMPLE = 5.0  # seconds between samples
+ROOTS = 5  # hosts whose root page each worker starts from
+SCRAPY_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \[([^\]]+)\] ([A-Z]+): (.*)$")
+SERVICE_LINE = re.compile(r"^ts=(\S+) level=(\w+) (.*)$")
+# The ERROR lines a fault may cause while it lasts (and its grace after): what a worker logs when
+# the hub, a proxy or a site goes away for a while.
+HUB_GONE = (r"(?i)redis|connection|timeout|timed out|hub", r"Gave up retrying")
+EXPLAINS = {
+    "kill-worker": (),
+    "freeze-hub": HUB_GONE,
+    "restart-hub": HUB_GONE,
+    "cut-worker": HUB_GONE,
+    "stop-proxy": (r"(?i)proxy|connection|refused|timed out|timeout", r"Gave up retrying"),
+    "ban-storm": (r"Gave up retrying", r"(?i)ban"),
+    "rolling-restart": (),
+    "failover": HUB_GONE,
+}
+
+
+@dataclass
+class Worker:
+    """One worker's place in the fleet: its name, relay to the hub and its current process."""
+
+    name: str
+    relay: Relay
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+    pids: list[int] = field(default_factory=list)
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: Path = args.out
+        self.work = self.out / "work"
+        self.web = Web.draw(args.hosts, args.pages, args.seed)
+        self.port, self.admin = free_port(), free_port()
+        self.access_log = self.work / "access.log"
+        self.started = 0.0
+        self.samples: list[dict[str, Any]] = []
+        self.faults: list[checkers.Fault] = []
+        self.fetched: Counter[str] = Counter()  # path@host of every 200
+        self.workers: list[Worker] = []
+        self.hub: RedisServer
+        self.lab: Lab
+        self._offset = 0
+        self._stop = threading.Event()
+        self._injecting = threading.Lock()
+
+    # -- bring-up ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        (self.work / "hub").mkdir(exist_ok=True)
+        self.hub = start_redis(self.work / "hub")
+        self.web_proc = self._start_web()
+        self.lab = Lab(self.work, self.hub.url)
+        self.lab.start_demosite(books=18)
+        self.lab.start_proxies()
+        proxypool = self.lab.start_proxypool()
+        accountpool = self.lab.start_accountpool()
+        roots = ",".join(
+            self.web.url(h, 0, self.port) for h in range(min(ROOTS, len(self.web.hosts)))
+        )
+        self.env = self.lab.env(
+            PROXYPOOL_URL=proxypool,
+            PROXYPOOL_API_KEY=PROXY_KEY,
+            ACCOUNTPOOL_URL=accountpool,
+            ACCOUNTPOOL_API_KEY=ACCOUNT_KEY,
+            ACCOUNTPOOL_SITE="demosite",
+            PYTHONPATH=str(PROJECT),
+        )
+        self.roots = roots
+        for i in range(self.args.workers):
+            relay = Relay(free_port(), ("127.0.0.1", self.hub.port)).start()
+            worker = Worker(f"w{i + 1}", relay, self.work / f"w{i + 1}.log")
+            self.workers.append(worker)
+            self.start_worker(worker)
+        self.started = time.time()
+
+    def _start_web(self) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, str(HERE / "web.py"), "--port", str(self.port), "--hosts",
+                str(self.args.hosts), "--pages", str(self.args.pages), "--seed",
+                str(self.args.seed), "--access-log", str(self.access_log), "--admin-port",
+                str(self.admin)]  # fmt: skip
+        out = self.work / "web.log"
+        proc = start_process(argv, out)
+        wait_or_stop(lambda: b"ready" in out.read_bytes(), "the synthetic web", 60, proc.kill)
+        return proc
+
+    def start_worker(self, worker: Worker) -> None:
+        env = {**self.env, "REDIS_URL": f"redis://127.0.0.1:{worker.relay.port}/0"}
+        argv = [str(BIN / "scrapy"), "crawl", SPIDER, "-a", f"roots={self.roots}"]
+        worker.proc = start_process(argv, worker.log, env=env, cwd=PROJECT)
+        worker.pids.append(worker.proc.pid)
+
+    # -- sampling ---------------------------------------------------------------------------
+
+    def _read_access(self) -> Counter[int]:
+        """The access log's new lines: the 200s counted per page, every status counted."""
+        statuses: Counter[int] = Counter()
+        with self.access_log.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        for line in data[:end].decode(errors="replace").splitlines():
+            parts = line.split()
+            if len(parts) == 5 and parts[4].isdigit():
+                statuses[int(parts[4])] += 1
+                if parts[4] == "200":
+                    self.fetched[f"{parts[2]}{parts[3]}"] += 1
+        return statuses
+
+    def sample(self) -> dict[str, Any]:
+        client = self.hub.client()
+        try:
+            memory = int(client.info("memory")["used_memory"])
+            items = int(client.memory_usage(SpiderKeys(SPIDER).items) or 0)
+            view = spider_snapshot(client, SPIDER)
+        finally:
+            client.close()
+        statuses = self._read_access()
+        rss = {f"{w.name}:{w.proc.pid}": _rss(w.proc.pid) for w in self.workers if w.proc}
+        return {
+            "t": time.time(),
+            "served": statuses.get(200, 0),
+            "refused": statuses.get(403, 0) + statuses.get(429, 0),
+            "failed": statuses.get(500, 0),
+            "memory": memory,
+            "items_memory": items,
+            "queued": view.get("queued"),
+            "leased": view.get("leased"),
+            "rss": {k: v for k, v in rss.items() if v},
+            "distinct": len(self.fetched),
+        }
+
+    def _sampler(self) -> None:
+        while not self._stop.wait(SAMPLE):
+            try:
+                self.samples.append(self.sample())
+            except Exception as exc:  # the hub frozen or restarting: a gap, said in the record
+                self.samples.append({"t": time.time(), "error": str(exc)[:200]})
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def leased_by(self, worker: Worker) -> int:
+        """Requests the hub has leased to the worker's current process (its in-flight bound)."""
+        client = self.hub.client()
+        try:
+            rows = spider_snapshot(client, SPIDER).get("workers", [])
+        finally:
+            client.close()
+        pid = f":{worker.proc.pid}:" if worker.proc else "-"
+        return sum(int(r.get("leased") or 0) for r in rows if pid in str(r.get("worker")))
+
+    def inject(self, planned: schedule.Planned) -> checkers.Fault:
+        start = time.time()
+        kind, target = planned.kind, planned.target
+        worker = next((w for w in self.workers if w.name == target), None)
+        # What may be fetched again: the leases of the workers the fault touches (all of them for
+        # the hub, a proxy or a site; the rolling restart counts each as it goes).
+        touched = [worker] if worker else self.workers
+        in_flight = 0 if kind == "rolling-restart" else sum(self.leased_by(w) for w in touched)
+        if kind == "kill-worker" and worker and worker.proc:
+            worker.proc.send_signal(signal.SIGKILL)
+            worker.proc.wait(30)
+            self.start_worker(worker)
+        elif kind == "freeze-hub":
+            self.hub.process.send_signal(signal.SIGSTOP)
+            time.sleep(planned.hold)
+            self.hub.process.send_signal(signal.SIGCONT)
+        elif kind == "restart-hub":
+            self.hub.stop()
+            self.hub.start()
+        elif kind == "stop-proxy":
+            service = next(s for s in self.lab.proxy_services if target in s.name)
+            service.stop()
+            time.sleep(planned.hold)
+            service.proc = start_process(service.argv, service.log, env=service.env)
+            port = int(service.argv[service.argv.index("--port") + 1])
+            wait_listening(service.proc, "127.0.0.1", port, service.log)
+        elif kind == "ban-storm":
+            httpx.post(
+                f"http://127.0.0.1:{self.admin}/storm?host={target}&seconds={planned.hold}",
+                trust_env=False,
+            ).raise_for_status()
+            time.sleep(planned.hold)
+        elif kind == "rolling-restart":
+            for w in self.workers:
+                in_flight += self.leased_by(w)
+                if w.proc:
+                    stop_process(w.proc, timeout=60)
+                self.start_worker(w)
+                time.sleep(SAMPLE)
+        elif kind == "cut-worker" and worker:
+            worker.relay.cut()
+            time.sleep(planned.hold)
+            worker.relay.heal()
+        name = f"{kind} {target}".strip()
+        return checkers.Fault(name, start, time.time(), in_flight, EXPLAINS[kind])
+
+    def _injector(self, plan: list[schedule.Planned]) -> None:
+        for planned in plan:
+            if self._stop.wait(max(0.0, self.started + planned.at - time.time())):
+                return
+            with self._injecting:
+                fault = self.inject(planned)
+            self.faults.append(fault)
+            took = fault.end - fault.start
+            print(f"soak: {fault.name} at {fault.start - self.started:.0f} s "
+                  f"({took:.0f} s, {fault.in_flight} in flight)", flush=True)  # fmt: skip
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        args = self.args
+        limited = tuple(h.index for h in self.web.hosts if h.limit)
+        plan = schedule.plan(
+            args.minutes * 60, args.every, args.warmup, tuple(w.name for w in self.workers),
+            tuple(s.name.removeprefix("proxy-") for s in self.lab.proxy_services), limited,
+            args.seed,
+        )  # fmt: skip
+        threads = [
+            threading.Thread(target=self._sampler, daemon=True),
+            threading.Thread(target=self._injector, args=(plan,), daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
+        total = sum(h.pages for h in self.web.hosts)
+        deadline = self.started + args.max_minutes * 60
+        done_faults = self.started + args.minutes * 60
+
+        def finished() -> bool:
+            """Every page fetched once the faults are over, or every worker ended by itself (a
+            crawl that closes with pages left is what the checkers report, not a harness error)."""
+            with self._injecting:  # a worker a fault stopped is started again under this lock
+                if all(w.proc and w.proc.poll() is not None for w in self.workers):
+                    print("soak: every worker has ended by itself", flush=True)
+                    return True
+            return time.time() >= done_faults and len(self.fetched) >= total
+
+        try:
+            wait_until(finished, "every page fetched", timeout=deadline - time.time(), interval=5)
+        except AssertionError as exc:
+            print(f"soak: {exc}", flush=True)
+        wait_until(lambda: self._items_settled(), "the items flushed", timeout=120, interval=2)
+        self._stop.set()
+        for thread in threads:
+            thread.join(120)
+        return self.finish(plan)
+
+    def _items_settled(self) -> bool:
+        client = self.hub.client()
+        try:
+            length = int(client.xlen(SpiderKeys(SPIDER).items))
+        finally:
+            client.close()
+        settled = length == getattr(self, "_last_length", -1)
+        self._last_length = length
+        return settled
+
+    def finish(self, plan: list[schedule.Planned]) -> int:
+        for w in self.workers:
+            if w.proc:
+                stop_process(w.proc, timeout=60)
+        self.samples.append(self.sample())
+        items = self.export()
+        verdicts, recovery = self.judge(items)
+        record = {
+            "args": {k: str(v) for k, v in vars(self.args).items()},
+            "started": self.started,
+            "plan": [vars(p) for p in plan],
+            "faults": [vars(f) for f in self.faults],
+            "samples": self.samples,
+            "recovery": recovery,
+            "verdicts": [vars(v) for v in verdicts],
+            "pages": len(list(self.web.reachable())),
+            "fetched": sum(self.fetched.values()),
+            "distinct": len(self.fetched),
+        }
+        (self.out / "soak.json").write_text(json.dumps(record, indent=1, default=list))
+        report.write(record, self.out)
+        for verdict in verdicts:
+            print(verdict.line(), flush=True)
+            for line in verdict.evidence:
+                print(f"    {line}", flush=True)
+        return 0 if all(v.ok for v in verdicts) else 1
+
+    def export(self) -> list[str]:
+        out = self.work / "items.jsonl"
+        proc = subprocess.run(
+            [str(BIN / "crawlfleet"), "export", SPIDER, "-o", str(out), "--quiet",
+             "--redis-url", self.hub.url],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"crawlfleet export failed: {proc.stderr[-2000:]}")
+        return [json.loads(line)["id"] for line in out.read_text().splitlines() if line]
+
+    def judge(self, items: list[str]) -> tuple[list[checkers.Verdict], dict[str, float | None]]:
+        pages = [f"{self.web.hosts[h].address}/p/{p}" for h, p in self.web.reachable()]
+        expected = [f"{h}/{p}" for h, p in self.web.reachable()]
+        ok = [s for s in self.samples if "error" not in s]
+        memory = checkers.Samples.of((s["t"], s["memory"] - s["items_memory"]) for s in ok)
+        # docs/benchmarks.md: 325 B per queued request and 108 B per fingerprint at the most
+        budget = ok[0]["memory"] + (325 + 108) * len(pages) if ok else 0
+        sized_at = self.started + self.args.warmup
+        by_process: dict[str, list[tuple[float, float]]] = {}
+        for s in ok:
+            for process, value in s["rss"].items():
+                by_process.setdefault(process, []).append((s["t"], value))
+        rss = {process: checkers.Samples.of(points) for process, points in by_process.items()}
+        rate = checkers.Samples.of((s["t"], s["served"] / SAMPLE) for s in ok)
+        window = min(30.0, self.args.every / 4)
+        recovery, times = checkers.recovery(
+            rate, self.faults, window=window, within=self.args.every
+        )
+        verdicts = [
+            checkers.lost_pages(pages, self.fetched),
+            checkers.fetched_again(self.fetched.elements(), self.faults),
+            checkers.exported_once(items, expected),
+            checkers.hub_memory(memory, budget, sized_at),
+            checkers.worker_rss(rss, warmup=self.args.warmup),
+            recovery,
+            checkers.unexplained_errors(self.log_lines(), self.faults),
+        ]
+        return verdicts, times
+
+    def log_lines(self) -> list[checkers.LogLine]:
+        lines = []
+        for log in sorted(self.work.glob("*.log")):
+            if log.name in ("access.log", "web.log"):
+                continue
+            for text in log.read_text(errors="replace").splitlines():
+                if (m := SCRAPY_LINE.match(text)) is not None:
+                    when = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp()
+                    lines.append(checkers.LogLine(when, log.stem, m[3], f"[{m[2]}] {m[4]}"))
+                elif (m := SERVICE_LINE.match(text)) is not None:
+                    when = datetime.fromisoformat(m[1].replace("Z", "+00:00")).timestamp()
+                    lines.append(checkers.LogLine(when, log.stem, m[2], m[3]))
+        return lines
+
+    def close(self) -> None:
+        self._stop.set()
+        for w in self.workers:
+            if w.proc:
+                stop_process(w.proc, timeout=30)
+            w.relay.stop()
+        if hasattr(self, "lab"):
+            self.lab.close()
+        if hasattr(self, "web_proc"):
+            stop_process(self.web_proc)
+        if hasattr(self, "hub"):
+            self.hub.stop()
+
+
+def _rss(pid: int) -> int:
+    """VmRSS of ``pid`` in bytes (0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+    return int(found[1]) * 1024 if found else 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=45, help="the faults' span")
+    parser.add_argument("--max-minutes", type=float, default=120, help="the crawl's limit")
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--pages", type=int, default=300_000)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--every", type=float, default=240, help="seconds between faults")
+    parser.add_argument("--warmup", type=float, default=120, help="seconds before the first")
+    parser.add_argument("--seed", type=int, default=37)
+    parser.add_argument("--out", type=Path, default=Path("results/soak"))
+    args = parser.parse_args(argv)
+    if args.workers < 1 or args.max_minutes < args.minutes:
+        parser.error("--workers must be at least 1 and --max-minutes at least --minutes")
+    soak = Soak(args)
+    try:
+        soak.start()
+        return soak.run()
+    finally:
+        soak.close()
+
+
+if __name__ == "__main__":
+    os.umask(0o022)
+    sys.exit(main(sys.argv[1:]))
