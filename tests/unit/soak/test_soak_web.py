@@ -85,3 +85,13 @@ def test_the_limiter_bans_an_address_over_the_limit_for_the_ban_and_no_other() -
     assert limiter.admit(host, "a", 4.2) == pytest.approx(1.0)
     assert limiter.admit(host, "a", 5.2) == 0.0  # the ban is over
     assert all(limiter.admit(free, "a", t / 100) == 0.0 for t in range(100))
+
+
+def test_a_ban_storm_refuses_every_address_of_its_host_until_it_ends() -> None:
+    free = Host(1, 10, 0.0, limit=0, ban=5.0, retry_after=False, fail=0.0, size=0)
+    other = Host(2, 10, 0.0, limit=0, ban=5.0, retry_after=False, fail=0.0, size=0)
+    limiter = Limiter()
+    limiter.storm(1, now=10.0, seconds=60.0)
+    assert limiter.admit(free, "a", 10.0) == 60.0 and limiter.admit(free, "b", 40.0) == 30.0
+    assert limiter.admit(other, "a", 20.0) == 0.0
+    assert limiter.admit(free, "a", 70.0) == 0.0

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -31,12 +32,21 @@ def limited_seed() -> tuple[int, Web]:
     raise AssertionError("no seed below 1000 draws a fast limited host")
 
 
+@dataclass
+class Served:
+    web: Web
+    port: int
+    log: Path
+    admin: int
+
+
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Web, int, Path]]:
+def served(tmp_path: Path) -> Iterator[Served]:
     seed, web = limited_seed()
-    port, log = free_port(), tmp_path / "access.log"
+    port, admin, log = free_port(), free_port(), tmp_path / "access.log"
     argv = [sys.executable, str(WEB), "--port", str(port), "--hosts", str(HOSTS), "--pages",
-            str(PAGES), "--seed", str(seed), "--access-log", str(log)]  # fmt: skip
+            str(PAGES), "--seed", str(seed), "--access-log", str(log), "--admin-port",
+            str(admin)]  # fmt: skip
     out = tmp_path / "web.out"
     with out.open("wb") as sink:
         proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
@@ -47,13 +57,13 @@ def served(tmp_path: Path) -> Iterator[tuple[Web, int, Path]]:
         return b"ready" in out.read_bytes()
 
     wait_or_stop(ready, "the soak web listening", 30, proc.kill)
-    yield web, port, log
+    yield Served(web, port, log, admin)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0, log_tail(out)
 
 
-def test_each_host_serves_its_own_pages_and_links(served: tuple[Web, int, Path]) -> None:
-    web, port, log = served
+def test_each_host_serves_its_own_pages_and_links(served: Served) -> None:
+    web, port, log = served.web, served.port, served.log
     with httpx.Client(trust_env=False, timeout=10) as http:
         for host in (0, HOSTS - 1):
             answer = http.get(web.url(host, 0, port))
@@ -68,10 +78,8 @@ def test_each_host_serves_its_own_pages_and_links(served: tuple[Web, int, Path])
     assert lines[0].split()[1:] == ["127.0.0.1", web.hosts[0].address, "/p/0", "200"]
 
 
-def test_a_limited_host_bans_the_address_over_its_limit_and_no_other(
-    served: tuple[Web, int, Path],
-) -> None:
-    web, port, _ = served
+def test_a_limited_host_bans_the_address_over_its_limit_and_no_other(served: Served) -> None:
+    web, port = served.web, served.port
     host = next(h for h in web.hosts if 0 < h.limit <= 5 and h.latency < 0.1)
     url = web.url(host.index, 0, port)
 
@@ -98,3 +106,20 @@ def test_a_limited_host_bans_the_address_over_its_limit_and_no_other(
     other = httpx.HTTPTransport(local_address="127.0.0.2")
     with httpx.Client(transport=other, trust_env=False, timeout=10) as http:
         assert http.get(url).status_code == 200  # the ban is per client address
+
+
+def test_a_ban_storm_refuses_every_address_of_one_host_for_its_time(served: Served) -> None:
+    web, port = served.web, served.port
+    host = next(h for h in web.hosts if not h.limit and h.latency < 0.1)
+    other = next(h for h in web.hosts if h.index != host.index and not h.limit)
+    admin = f"http://127.0.0.1:{served.admin}"
+    with httpx.Client(trust_env=False, timeout=10) as http:
+        assert http.get(web.url(host.index, 0, port)).status_code == 200
+        stormed = http.post(f"{admin}/storm?host={host.index}&seconds=600")
+        assert stormed.status_code == 200
+        assert http.get(web.url(host.index, 0, port)).status_code in (403, 429)
+        assert http.get(web.url(other.index, 0, port)).status_code == 200
+        for bad in ("host=99&seconds=5", "host=1&seconds=0", "host=x&seconds=5", "seconds=5"):
+            answer = http.post(f"{admin}/storm?{bad}")
+            assert answer.status_code == 400, bad
+            assert answer.text == "POST /storm?host=H&seconds=S"
