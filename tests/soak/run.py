@@ -203,8 +203,8 @@ class Soak:
             rows = spider_snapshot(client, SPIDER).get("workers", [])
         finally:
             client.close()
-        pid = f":{worker.proc.pid}:" if worker.proc else "-"
-        return sum(int(r.get("leased") or 0) for r in rows if pid in str(r.get("worker")))
+        pid = worker.proc.pid if worker.proc else None
+        return sum(int(r.get("leased") or 0) for r in rows if r.get("pid") == pid)
 
     def inject(self, planned: schedule.Planned) -> checkers.Fault:
         start = time.time()
