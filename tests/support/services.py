@@ -122,20 +122,29 @@ def stop_process(
 @dataclass
 class Service:
     """A process a test stops and starts again with the same command line (so the same port),
-    ready once ``health`` answers below 500."""
+    ready once ``health`` answers below 500 or, for a server with no such URL (a forward proxy),
+    once ``port`` on 127.0.0.1 accepts connections."""
 
     name: str
     argv: list[str]
     env: dict[str, str]
     log: Path
-    health: str
+    health: str = ""
     proc: subprocess.Popen[bytes] | None = None
+    port: int | None = None
 
     def start(self, timeout: float = 20.0) -> Service:
         self.proc = start_process(self.argv, self.log, env=self.env)
-        wait_healthy(
-            self.proc, self.health, self.log, timeout=timeout, accept=lambda r: r.status_code < 500
-        )
+        if self.port is not None:
+            wait_listening(self.proc, "127.0.0.1", self.port, self.log, timeout=timeout)
+        else:
+            wait_healthy(
+                self.proc,
+                self.health,
+                self.log,
+                timeout=timeout,
+                accept=lambda r: r.status_code < 500,
+            )
         return self
 
     def stop(self) -> None:

@@ -15,7 +15,7 @@ import httpx
 import redis
 from cryptography.fernet import Fernet
 from support.net import free_port
-from support.services import Service, start_process, wait_listening
+from support.services import Service, start_process
 from support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -89,13 +89,9 @@ class Lab:
                 "--source",
                 source,
             ]
-            # A forward proxy answers any path; /health on the demo site proves it forwards.
-            health = f"http://127.0.0.1:{port}/"
-            service = Service(
-                f"proxy-{source}", argv, self.env(), self.tmp / f"proxy-{source}.log", health
-            )
-            service.proc = start_process(argv, service.log, env=service.env)
-            wait_listening(service.proc, "127.0.0.1", port, service.log)
+            # A forward proxy has no health URL of its own: it is up once it listens.
+            log = self.tmp / f"proxy-{source}.log"
+            service = Service(f"proxy-{source}", argv, self.env(), log, port=port).start(10.0)
             self.services.append(service)
             self.proxy_services.append(service)
             self.proxies.append(f"127.0.0.1:{port}")
