@@ -24,7 +24,6 @@ class Relay:
         self.loop = asyncio.new_event_loop()
         self.open = asyncio.Event()
         self.writers: set[asyncio.StreamWriter] = set()
-        self.cuts = 0
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"relay-{port}", daemon=True)
 
@@ -45,7 +44,6 @@ class Relay:
 
     def cut(self) -> None:
         self.loop.call_soon_threadsafe(self.open.clear)
-        self.cuts += 1
 
     def heal(self) -> None:
         def reopen() -> None:

@@ -70,7 +70,7 @@ def page(record: dict[str, Any]) -> str:
     start = record["started"]
     ok = [s for s in record["samples"] if "error" not in s]
     faults = record["faults"]
-    step = 5.0
+    step = record["sample_seconds"]
     rss: dict[str, list[tuple[float, float]]] = {}
     for s in ok:
         for process, value in s["rss"].items():

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,10 @@ from book_lab import ACCOUNT_KEY, PROXY_KEY, Lab
 from soak import checkers, report, schedule
 from soak.relay import Relay
 from soak.web import Web
+from soak.webprocess import start_web
 from support.net import free_port
-from support.services import start_process, stop_process, wait_listening
-from support.waiting import wait_or_stop, wait_until
+from support.services import start_process, stop_process
+from support.waiting import wait_until
 
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.views.crawl import spider_snapshot
@@ -77,7 +78,6 @@ class Worker:
     relay: Relay
     log: Path
     proc: subprocess.Popen[bytes] | None = None
-    pids: list[int] = field(default_factory=list)
 
 
 class Soak:
@@ -105,13 +105,17 @@ class Soak:
         self.work.mkdir(parents=True, exist_ok=True)
         (self.work / "hub").mkdir(exist_ok=True)
         self.hub = start_redis(self.work / "hub")
-        self.web_proc = self._start_web()
+        args = self.args
+        self.web_proc = start_web(
+            self.work / "web.log", self.port, self.admin, args.hosts, args.pages, args.seed,
+            self.access_log,
+        )  # fmt: skip
         self.lab = Lab(self.work, self.hub.url)
         self.lab.start_demosite(books=18)
         self.lab.start_proxies()
         proxypool = self.lab.start_proxypool()
         accountpool = self.lab.start_accountpool()
-        roots = ",".join(
+        self.roots = ",".join(
             self.web.url(h, 0, self.port) for h in range(min(ROOTS, len(self.web.hosts)))
         )
         self.env = self.lab.env(
@@ -122,7 +126,6 @@ class Soak:
             ACCOUNTPOOL_SITE="demosite",
             PYTHONPATH=str(PROJECT),
         )
-        self.roots = roots
         for i in range(self.args.workers):
             relay = Relay(free_port(), ("127.0.0.1", self.hub.port)).start()
             worker = Worker(f"w{i + 1}", relay, self.work / f"w{i + 1}.log")
@@ -130,21 +133,10 @@ class Soak:
             self.start_worker(worker)
         self.started = time.time()
 
-    def _start_web(self) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, str(HERE / "web.py"), "--port", str(self.port), "--hosts",
-                str(self.args.hosts), "--pages", str(self.args.pages), "--seed",
-                str(self.args.seed), "--access-log", str(self.access_log), "--admin-port",
-                str(self.admin)]  # fmt: skip
-        out = self.work / "web.log"
-        proc = start_process(argv, out)
-        wait_or_stop(lambda: b"ready" in out.read_bytes(), "the synthetic web", 60, proc.kill)
-        return proc
-
     def start_worker(self, worker: Worker) -> None:
         env = {**self.env, "REDIS_URL": f"redis://127.0.0.1:{worker.relay.port}/0"}
         argv = [str(BIN / "scrapy"), "crawl", SPIDER, "-a", f"roots={self.roots}"]
         worker.proc = start_process(argv, worker.log, env=env, cwd=PROJECT)
-        worker.pids.append(worker.proc.pid)
 
     # -- sampling ---------------------------------------------------------------------------
 
@@ -196,15 +188,16 @@ class Soak:
 
     # -- faults -----------------------------------------------------------------------------
 
-    def leased_by(self, worker: Worker) -> int:
-        """Requests the hub has leased to the worker's current process (its in-flight bound)."""
+    def leased_by(self, workers: list[Worker]) -> int:
+        """Requests the hub has leased to these workers' current processes (what may be fetched
+        again when a fault strikes them), from one read of the crawl."""
         client = self.hub.client()
         try:
             rows = spider_snapshot(client, SPIDER).get("workers", [])
         finally:
             client.close()
-        pid = worker.proc.pid if worker.proc else None
-        return sum(int(r.get("leased") or 0) for r in rows if r.get("pid") == pid)
+        pids = {w.proc.pid for w in workers if w.proc}
+        return sum(int(r.get("leased") or 0) for r in rows if r.get("pid") in pids)
 
     def inject(self, planned: schedule.Planned) -> checkers.Fault:
         start = time.time()
@@ -213,7 +206,7 @@ class Soak:
         # What may be fetched again: the leases of the workers the fault touches (all of them for
         # the hub, a proxy or a site; the rolling restart counts each as it goes).
         touched = [worker] if worker else self.workers
-        in_flight = 0 if kind == "rolling-restart" else sum(self.leased_by(w) for w in touched)
+        in_flight = 0 if kind == "rolling-restart" else self.leased_by(touched)
         if kind == "kill-worker" and worker and worker.proc:
             worker.proc.send_signal(signal.SIGKILL)
             worker.proc.wait(30)
@@ -229,9 +222,7 @@ class Soak:
             service = next(s for s in self.lab.proxy_services if target in s.name)
             service.stop()
             time.sleep(planned.hold)
-            service.proc = start_process(service.argv, service.log, env=service.env)
-            port = int(service.argv[service.argv.index("--port") + 1])
-            wait_listening(service.proc, "127.0.0.1", port, service.log)
+            service.start()
         elif kind == "ban-storm":
             httpx.post(
                 f"http://127.0.0.1:{self.admin}/storm?host={target}&seconds={planned.hold}",
@@ -240,7 +231,7 @@ class Soak:
             time.sleep(planned.hold)
         elif kind == "rolling-restart":
             for w in self.workers:
-                in_flight += self.leased_by(w)
+                in_flight += self.leased_by([w])
                 if w.proc:
                     stop_process(w.proc, timeout=60)
                 self.start_worker(w)
@@ -296,21 +287,22 @@ class Soak:
             wait_until(finished, "every page fetched", timeout=deadline - time.time(), interval=5)
         except AssertionError as exc:
             print(f"soak: {exc}", flush=True)
-        wait_until(lambda: self._items_settled(), "the items flushed", timeout=120, interval=2)
+        lengths: list[int] = []
+
+        def items_settled() -> bool:
+            """The items stream no longer growing between two reads (the last batches flushed)."""
+            client = self.hub.client()
+            try:
+                lengths.append(int(client.xlen(SpiderKeys(SPIDER).items)))
+            finally:
+                client.close()
+            return len(lengths) > 1 and lengths[-1] == lengths[-2]
+
+        wait_until(items_settled, "the items flushed", timeout=120, interval=2)
         self._stop.set()
         for thread in threads:
             thread.join(120)
         return self.finish(plan)
-
-    def _items_settled(self) -> bool:
-        client = self.hub.client()
-        try:
-            length = int(client.xlen(SpiderKeys(SPIDER).items))
-        finally:
-            client.close()
-        settled = length == getattr(self, "_last_length", -1)
-        self._last_length = length
-        return settled
 
     def finish(self, plan: list[schedule.Planned]) -> int:
         for w in self.workers:
@@ -322,12 +314,13 @@ class Soak:
         record = {
             "args": {k: str(v) for k, v in vars(self.args).items()},
             "started": self.started,
+            "sample_seconds": SAMPLE,
             "plan": [vars(p) for p in plan],
             "faults": [vars(f) for f in self.faults],
             "samples": self.samples,
             "recovery": recovery,
             "verdicts": [vars(v) for v in verdicts],
-            "pages": len(list(self.web.reachable())),
+            "pages": sum(h.pages for h in self.web.hosts),
             "fetched": sum(self.fetched.values()),
             "distinct": len(self.fetched),
         }

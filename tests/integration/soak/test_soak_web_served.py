@@ -5,8 +5,6 @@ line per answer, and a clean stop on SIGTERM."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,11 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 from soak.web import Web
+from soak.webprocess import start_web
 from support.net import free_port
 from support.services import log_tail
-from support.waiting import wait_or_stop, wait_until
+from support.waiting import wait_until
 
-WEB = Path(__file__).resolve().parents[2] / "soak" / "web.py"
 HOSTS, PAGES = 12, 300
 
 
@@ -44,19 +42,8 @@ class Served:
 def served(tmp_path: Path) -> Iterator[Served]:
     seed, web = limited_seed()
     port, admin, log = free_port(), free_port(), tmp_path / "access.log"
-    argv = [sys.executable, str(WEB), "--port", str(port), "--hosts", str(HOSTS), "--pages",
-            str(PAGES), "--seed", str(seed), "--access-log", str(log), "--admin-port",
-            str(admin)]  # fmt: skip
     out = tmp_path / "web.out"
-    with out.open("wb") as sink:
-        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"web.py exited {proc.returncode}: {log_tail(out)}")
-        return b"ready" in out.read_bytes()
-
-    wait_or_stop(ready, "the soak web listening", 30, proc.kill)
+    proc = start_web(out, port, admin, HOSTS, PAGES, seed, log, timeout=30)
     yield Served(web, port, log, admin)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0, log_tail(out)
