@@ -52,6 +52,7 @@ PROJECT = HERE / "project"
 BIN = Path(sys.executable).parent
 SPIDER = "soak"
 SAMPLE = 5.0  # seconds between samples
+PROXY_SOURCES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")  # the forward proxies' outgoing addresses
 ROOTS = 5  # hosts whose root page each worker starts from
 SCRAPY_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \[([^\]]+)\] ([A-Z]+): (.*)$")
 SERVICE_LINE = re.compile(r"^ts=(\S+) level=(\w+) (.*)$")
@@ -86,6 +87,13 @@ class Soak:
         self.out: Path = args.out
         self.work = self.out / "work"
         self.web = Web.draw(args.hosts, args.pages, args.seed)
+        # Drawn before anything starts: a soak whose schedule cannot be is one line, not a
+        # traceback after the bring-up.
+        self.plan = schedule.plan(
+            args.minutes * 60, args.every, args.warmup,
+            tuple(f"w{i + 1}" for i in range(args.workers)), PROXY_SOURCES,
+            tuple(h.index for h in self.web.hosts if h.limit), args.seed,
+        )  # fmt: skip
         self.port, self.admin = free_port(), free_port()
         self.access_log = self.work / "access.log"
         self.started = 0.0
@@ -112,7 +120,7 @@ class Soak:
         )  # fmt: skip
         self.lab = Lab(self.work, self.hub.url)
         self.lab.start_demosite(books=18)
-        self.lab.start_proxies()
+        self.lab.start_proxies(PROXY_SOURCES)
         proxypool = self.lab.start_proxypool()
         accountpool = self.lab.start_accountpool()
         self.roots = ",".join(
@@ -128,7 +136,7 @@ class Soak:
         )
         for i in range(self.args.workers):
             relay = Relay(free_port(), ("127.0.0.1", self.hub.port)).start()
-            worker = Worker(f"w{i + 1}", relay, self.work / f"w{i + 1}.log")
+            worker = Worker(f"w{i + 1}", relay, self.work / f"w{i + 1}.log")  # the plan's names
             self.workers.append(worker)
             self.start_worker(worker)
         self.started = time.time()
@@ -257,13 +265,7 @@ class Soak:
     # -- the run ----------------------------------------------------------------------------
 
     def run(self) -> int:
-        args = self.args
-        limited = tuple(h.index for h in self.web.hosts if h.limit)
-        plan = schedule.plan(
-            args.minutes * 60, args.every, args.warmup, tuple(w.name for w in self.workers),
-            tuple(s.name.removeprefix("proxy-") for s in self.lab.proxy_services), limited,
-            args.seed,
-        )  # fmt: skip
+        args, plan = self.args, self.plan
         threads = [
             threading.Thread(target=self._sampler, daemon=True),
             threading.Thread(target=self._injector, args=(plan,), daemon=True),
@@ -411,7 +413,7 @@ def _rss(pid: int) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="soak", description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=45, help="the faults' span")
     parser.add_argument("--max-minutes", type=float, default=120, help="the crawl's limit")
     parser.add_argument("--hosts", type=int, default=1000)
@@ -424,7 +426,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.workers < 1 or args.max_minutes < args.minutes:
         parser.error("--workers must be at least 1 and --max-minutes at least --minutes")
-    soak = Soak(args)
+    try:
+        soak = Soak(args)
+    except ValueError as exc:  # the web or the schedule cannot be drawn
+        print(f"soak: {exc}", file=sys.stderr)
+        return 2
     try:
         soak.start()
         return soak.run()

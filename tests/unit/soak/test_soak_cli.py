@@ -1,0 +1,42 @@
+"""`make soak`'s arguments: a soak that cannot be run is one line and exit status 2, before any
+server starts (nothing is written to --out)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--hosts", "0"], "soak: --hosts must be from 1 to 62500, got 0"),
+        (["--hosts", "10", "--pages", "9"], "soak: --pages must be at least --hosts (10), got 9"),
+        (
+            ["--minutes", "1"],
+            "soak: a soak of 60 s has no room for a fault after a 120 s warm-up and before its "
+            "last 240 s",
+        ),
+        (["--every", "nan"], "soak: the fault interval must be above 0 s, got nan"),
+        (
+            ["--workers", "0"],
+            "soak: error: --workers must be at least 1 and --max-minutes at least --minutes",
+        ),
+        (["--minutes", "x"], "argument --minutes: invalid float value: 'x'"),
+    ],
+)
+def test_a_soak_that_cannot_run_says_why_in_one_line(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "soak.sh"), "--out", str(out), *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].endswith(said), proc.stderr
+    assert not out.exists()
