@@ -35,6 +35,9 @@ from typing import IO
 BRANCHING = 4
 BASE = (127, 77)  # hosts are 127.77.<i // 250>.<i % 250 + 1>
 MAX_HOSTS = 250 * 250
+# The admin port answers one request per connection and says so: a client that kept the
+# connection for its next request would find it closed under it.
+CLOSE = "Connection: close\r\n"
 
 
 @dataclass(frozen=True)
@@ -199,9 +202,10 @@ class Server:
                 if path.startswith("http://"):  # a forward proxy's absolute form
                     path = "/" + path.removeprefix("http://").partition("/")[2]
                 status, data = await self.respond(self.web.hosts[index], client, path)
+                # logged before it is sent: a client that has its answer finds it in the log
+                self.log.write(f"{time.time():.3f} {client} {local} {path} {status}\n")
                 writer.write(data)
                 await writer.drain()
-                self.log.write(f"{time.time():.3f} {client} {local} {path} {status}\n")
                 if b"connection: close" in request.lower():
                     break
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
@@ -236,9 +240,9 @@ async def _admin(
         if not (target.startswith("/storm?") and 0 <= host < len(server.web.hosts) and seconds > 0):
             raise ValueError(target)
         server.limiter.storm(host, time.monotonic(), seconds)
-        writer.write(_answer(200, b"storm"))
+        writer.write(_answer(200, b"storm", CLOSE))
     except (ValueError, KeyError, IndexError, asyncio.IncompleteReadError):
-        writer.write(_answer(400, b"POST /storm?host=H&seconds=S"))
+        writer.write(_answer(400, b"POST /storm?host=H&seconds=S", CLOSE))
     await writer.drain()
     writer.close()
 
