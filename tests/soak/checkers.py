@@ -15,8 +15,8 @@ the time it took; no ERROR line that no fault explains.
 
 from __future__ import annotations
 
+import math
 import re
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,14 +89,64 @@ def _evidence(lines: Iterable[str]) -> tuple[str, ...]:
     return tuple(list(lines)[:EVIDENCE])
 
 
-def lost_pages(reachable: Iterable[str], fetched: Iterable[str]) -> Verdict:
-    """Every reachable page fetched at least once (0 lost)."""
+def bloom_false_positives(layers: Sequence[tuple[int, int, int]], step: int = 1000) -> float:
+    """The number of new requests a Bloom filter is expected to have taken for seen while it
+    took its fingerprints: ``layers`` of (bits m, hashes k, fingerprints n), filled in turn (a
+    scalable filter's earlier layers are full). A lookup is a false positive when any layer
+    answers yes; layer ``i`` with ``x`` fingerprints answers yes with (1 - e^(-kx/m))^k."""
+    expected, earlier_no = 0.0, 1.0  # earlier_no: no full earlier layer answers yes
+    for m, k, n in layers:
+        for done in range(0, n, step):
+            chunk = min(step, n - done)
+            now = (1 - math.exp(-k * (done + chunk / 2) / m)) ** k
+            expected += chunk * (1 - earlier_no * (1 - now))
+        earlier_no *= 1 - (1 - math.exp(-k * n / m)) ** k
+    return expected
+
+
+def poisson_upper(mean: float, quantile: float = 0.999) -> int:
+    """The smallest x with P(X <= x) >= ``quantile`` for X ~ Poisson(``mean``)."""
+    if mean <= 0:
+        return 0
+    x, term = 0, math.exp(-mean) if mean < 700 else 0.0
+    if term == 0.0:  # too large for the plain sum: the normal approximation is exact enough
+        return math.ceil(mean + 3.1 * math.sqrt(mean))
+    total = term
+    while total < quantile:
+        x += 1
+        term *= mean / x
+        total += term
+    return x
+
+
+def lost_pages(
+    reachable: Iterable[str],
+    fetched: Iterable[str],
+    seen: Iterable[str] = (),
+    orphans: Iterable[str] = (),
+    false_positives: float = 0.0,
+) -> Verdict:
+    """Every reachable page fetched at least once: 0 lost but to the Bloom filter's false
+    positives, and those no more than it is expected to make. ``seen``: lost pages the filter
+    answers yes for (taken for seen when found); ``orphans``: lost pages linked only from lost
+    pages (never found); ``false_positives``: the filter's expected count
+    (:func:`bloom_false_positives`), at most its 99.9 % Poisson quantile allowed."""
     wanted, got = set(reachable), set(fetched)
-    lost = sorted(wanted - got)
+    lost = wanted - got
+    dropped, unfound = lost & set(seen), lost & set(orphans)
+    other = sorted(lost - dropped - unfound)
+    allowed = poisson_upper(false_positives)
     summary = (
-        f"{len(wanted) - len(lost)} of {len(wanted)} reachable pages fetched, {len(lost)} lost"
+        f"{len(wanted) - len(lost)} of {len(wanted)} reachable pages fetched, {len(lost)} lost: "
+        f"{len(dropped)} the Bloom filter took for seen (expected {false_positives:.1f}, at most "
+        f"{allowed}), {len(unfound - dropped)} linked only from lost pages, {len(other)} otherwise"
     )
-    return Verdict("lost", not lost and bool(wanted), summary, _evidence(lost))
+    evidence = list(other)
+    if len(dropped) > allowed:
+        evidence.insert(0, f"{len(dropped)} taken for seen, more than the {allowed} the filter "
+                           f"explains")  # fmt: skip
+    ok = not evidence and bool(wanted)
+    return Verdict("lost", ok, summary, _evidence(evidence))
 
 
 def fetched_again(fetches: Iterable[str], faults: Sequence[Fault]) -> Verdict:
@@ -125,14 +175,22 @@ def exported_once(exported: Sequence[str], expected: Iterable[str]) -> Verdict:
     return Verdict("exported once", ok, summary, _evidence(evidence))
 
 
-def hub_memory(memory: Samples, budget: float, sized_at: float, flat: float = 0.10) -> Verdict:
-    """The hub's memory (the series the soak judges) never above ``budget`` bytes, and growing at
-    most ``flat`` (a share) from its first sample at or after ``sized_at`` (the Bloom filter
-    sized) to its largest after."""
+def hub_memory(
+    memory: Samples,
+    budget: float,
+    sized_at: float,
+    held: Samples | None = None,
+    flat: float = 0.10,
+) -> Verdict:
+    """The hub's memory (the series the soak judges) never above ``budget`` bytes, and, less what
+    the crawl's queue ``held`` at the same moment (it grows and shrinks with the work found, as
+    it should), growing at most ``flat`` (a share) from its first sample at or after
+    ``sized_at`` (the Bloom filter sized) to its largest after."""
     if not memory.points:
         return Verdict("hub memory", False, "no sample of the hub's memory")
     peak_time, peak = max(memory.points, key=lambda p: p[1])
-    after = [(t, v) for t, v in memory.points if t >= sized_at]
+    queue = dict(held.points) if held else {}
+    after = [(t, v - queue.get(t, 0.0)) for t, v in memory.points if t >= sized_at]
     evidence = []
     if peak > budget:
         evidence.append(f"{peak / 2**20:.1f} MiB at {peak_time:.0f} > budget {budget / 2**20:.1f}")
@@ -143,12 +201,13 @@ def hub_memory(memory: Samples, budget: float, sized_at: float, flat: float = 0.
         if growth > flat:
             evidence.append(
                 f"grew {growth:.1%} after the Bloom filter was sized (limit {flat:.0%})"
+                + (", less the queue and the filter" if held else "")
             )
     else:
         evidence.append("no sample after the Bloom filter was sized")
     summary = (
         f"peak {peak / 2**20:.1f} MiB of a {budget / 2**20:.1f} MiB budget, "
-        f"{growth:+.1%} once sized"
+        f"{growth:+.1%} once sized" + (" (less the queue and the filter)" if held else "")
     )
     return Verdict("hub memory", not evidence, summary, _evidence(evidence))
 
@@ -179,44 +238,93 @@ def worker_rss(rss: Mapping[str, Samples], warmup: float, growth: float = 0.10) 
 
 
 def recovery(
-    rate: Samples,
+    served: Iterable[tuple[float, str]],
     faults: Sequence[Fault],
     before: float = 60.0,
     window: float = 30.0,
     target: float = 0.9,
     within: float = 600.0,
+    step: float = 5.0,
 ) -> tuple[Verdict, dict[str, float | None]]:
-    """After each fault, the crawl's rate back to ``target`` of its level before it: the median of
-    the samples in the ``before`` seconds up to the fault. Recovered at the first time t after
-    the fault is lifted where the mean over ``[t, t + window)`` reaches that, within ``within``
-    seconds. Returns the verdict and each fault's seconds to recover (None: it did not). A fault
-    with no rate before it, or lifted less than ``window`` before the last sample (the crawl
-    ended first), is not judged and not listed."""
+    """After each fault, the crawl back to ``target`` of its rate before it, judged from the pages
+    ``served`` (``(time, host)`` per page). Its rate before: the ``before`` seconds up to the
+    fault. Recovered at the first ``t`` (every ``step`` s from the fault's end, within
+    ``within`` s) where, over ``[t, t + window)``, either
+
+    - the whole crawl's rate is back to ``target`` of its rate before, or
+    - the hosts with work left after that window (served at or after ``t + window``) are served
+      at ``target`` of their rate before: the rate the remaining work allows. A crawl whose
+      tail is one rate-limited host can never again reach its rate across many hosts; its tail
+      host back at its own pace is a recovery, that host still slow is not.
+
+    Returns the verdict and each fault's seconds to recover (None: it did not), keyed by
+    :func:`fault_key`. A fault with no page served before it, or lifted less than ``window``
+    before the last page served (the crawl ended first), is not judged and not listed; a soak
+    whose faults were all unjudged fails (it showed no recovery)."""
+    per_second: dict[int, Counter[str]] = {}
+    last: dict[str, float] = {}
+    for when, host in served:
+        per_second.setdefault(int(when), Counter())[host] += 1
+        last[host] = max(last.get(host, when), when)
+    end_of_crawl = max(last.values(), default=0.0)
+
+    def count(start: float, end: float, hosts: set[str] | None = None) -> int:
+        seconds = (per_second.get(s) for s in range(int(start), int(end)))
+        return sum(
+            (c.total() if hosts is None else sum(n for h, n in c.items() if h in hosts))
+            for c in seconds
+            if c
+        )
+
     times: dict[str, float | None] = {}
     evidence = []
-    last = rate.points[-1][0] if rate.points else 0.0
     for fault in faults:
-        level_samples = rate.between(fault.start - before, fault.start)
-        if not level_samples or statistics.median(level_samples) <= 0 or fault.end + window > last:
+        level = count(fault.start - before, fault.start) / before
+        if level <= 0 or fault.end + window > end_of_crawl:
             continue
-        level = statistics.median(level_samples)
         took = None
-        for t, _ in rate.points:
-            if t < fault.end or t + window > fault.end + within:
-                continue
-            if (got := rate.between(t, t + window)) and statistics.fmean(got) >= target * level:
+        t = fault.end
+        while t + window <= min(fault.end + within, end_of_crawl):
+            got = count(t, t + window) / window
+            still = {h for h, at in last.items() if at >= t + window}
+            open_before = count(fault.start - before, fault.start, still) / before
+            open_now = count(t, t + window, still) / window
+            if got >= target * level or open_now >= target * open_before:
                 took = t - fault.start
                 break
-        times[fault.name] = took
+            t += step
+        times[fault_key(fault.name, fault.start)] = took
         if took is None:
-            evidence.append(f"{fault.name} at {fault.start:.0f}: not back to {target:.0%} of "
-                            f"{level:.1f}/s within {within:.0f} s")  # fmt: skip
+            evidence.append(
+                f"{fault.name} at {fault.start:.0f}: not back to {target:.0%} of {level:.1f}/s, "
+                f"nor its open hosts to theirs, within {within:.0f} s"
+            )
     worst = max((t for t in times.values() if t is not None), default=0.0)
     summary = (
-        f"{len(times)} fault(s) judged, {len(evidence)} not recovered, "
+        f"{len(times)} of {len(faults)} fault(s) judged, {len(evidence)} not recovered, "
         f"slowest recovery {worst:.0f} s"
     )
-    return Verdict("recovery", not evidence, summary, _evidence(evidence)), times
+    ok = not evidence and (bool(times) or not faults)
+    if faults and not times:
+        summary += " (the crawl ended before any could be judged)"
+    return Verdict("recovery", ok, summary, _evidence(evidence)), times
+
+
+def fault_key(name: str, start: float) -> str:
+    """How the record and the report name one fault (a kind may strike twice)."""
+    return f"{name} at {start:.0f}"
+
+
+def schedule_played(planned: int, faults: Sequence[Fault], crawl_end: float) -> Verdict:
+    """Every planned fault struck, and each while the crawl was still running (a crawl that ends
+    before its schedule was not soaked in the faults it skipped)."""
+    late = [f for f in faults if f.start >= crawl_end]
+    summary = (
+        f"{len(faults)} of {planned} planned fault(s) injected, {len(late)} after the crawl ended"
+    )
+    evidence = [f"{f.name} at {f.start:.0f}: the crawl ended at {crawl_end:.0f}" for f in late]
+    ok = len(faults) == planned and not late
+    return Verdict("schedule", ok, summary, _evidence(evidence))
 
 
 def unexplained_errors(lines: Iterable[LogLine], faults: Sequence[Fault]) -> Verdict:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from soak.checkers import fault_key
 from support.dashboard import browser
 
 WIDTH, HEIGHT, PAD = 900, 160, 40
@@ -81,7 +82,11 @@ def page(record: dict[str, Any]) -> str:
         chart("hub memory", {
             "used_memory": [(s["t"], s["memory"] / 2**20) for s in ok],
             "less the items stream": [(s["t"], (s["memory"] - s["items_memory"]) / 2**20)
-                                      for s in ok]}, faults, start, "MiB"),
+                                      for s in ok],
+            "less the items, the queue and the filter": [
+                (s["t"], (s["memory"] - s["items_memory"] - s.get("queue_memory", 0)
+                          - s.get("filter_memory", 0)) / 2**20) for s in ok]},
+              faults, start, "MiB"),
         chart("worker RSS", rss, faults, start, "MiB"),
         chart("queue", {"queued": [(s["t"], s["queued"] or 0) for s in ok],
                         "leased": [(s["t"], s["leased"] or 0) for s in ok]}, faults, start,
@@ -98,20 +103,21 @@ def page(record: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{(f['start'] - start) / 60:.1f}</td><td>{html.escape(f['name'])}</td>"
         f"<td>{f['end'] - f['start']:.0f}</td><td>{f['in_flight']}</td>"
-        f"<td>{_took(record['recovery'], f['name'])}</td></tr>"
+        f"<td>{_took(record['recovery'], fault_key(f['name'], f['start']))}</td></tr>"
         for f in faults
     )
     head = (
         f"{record['pages']:,} pages over {record['args']['hosts']} hosts, "
         f"{record['args']['workers']} workers, seed {record['args']['seed']}: "
-        f"{record['distinct']:,} fetched ({record['fetched']:,} fetches), {len(faults)} faults"
+        f"{record['distinct']:,} fetched ({record['fetched']:,} fetches) in "
+        f"{record.get('crawl_seconds', 0) / 60:.0f} min, {len(faults)} faults"
     )
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>crawlfleet soak</title>"
         "<style>body{font:13px sans-serif;margin:16px;width:940px}td,th{padding:2px 8px}</style>"
         f"</head><body><h2>crawlfleet soak</h2><p>{html.escape(head)}</p><ul>{verdicts}</ul>"
         "<table><tr><th>min</th><th>fault</th><th>s</th><th>in flight</th>"
-        f"<th>back to 0.9 after</th></tr>{rows}</table>{''.join(charts)}</body></html>"
+        f"<th>back to 0.9 (s from its start)</th></tr>{rows}</table>{''.join(charts)}</body></html>"
     )
 
 
@@ -128,7 +134,7 @@ def write(record: dict[str, Any], out: Path) -> None:
     target.write_text(page(record), encoding="utf-8")
     driver = browser(out / "work")
     try:
-        driver.set_window_size(980, 1400)
+        driver.set_window_size(980, 1900)  # every chart on the picture
         driver.get(target.resolve().as_uri())
         driver.save_screenshot(str(out / "soak.png"))
     finally:

@@ -9,10 +9,11 @@ target written in). Each worker reaches the hub through its own relay (``relay.p
 cut from the hub. The faults (``schedule.py``) strike over ``--minutes``; the crawl then runs on
 until every page is fetched (or ``--max-minutes``). A sampler records, every ``SAMPLE`` seconds,
 the pages served and refused, the hub's memory, each worker process's RSS and the queue. At the
-end the items are exported with `crawlfleet export`, the checkers judge (``checkers.py``), and
-``report.py`` writes ``soak.json``, ``soak.html`` and ``soak.png`` into ``--out``.
+end the workers are stopped as an operator stops them, the items are exported with `crawlfleet
+export`, and ``judge.py`` applies the checkers (``checkers.py``) and writes ``soak.json``,
+``soak.html`` and ``soak.png`` into ``--out``.
 
-    scripts/soak.sh --minutes 45 --hosts 1000 --pages 300000 --workers 3
+    scripts/soak.sh --minutes 45 --hosts 1000 --pages 1000000 --workers 3
 """
 
 from __future__ import annotations
@@ -27,14 +28,18 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import redis
 from book_lab import ACCOUNT_KEY, PROXY_KEY, Lab
-from soak import checkers, report, schedule
+from scrapy import Request
+from scrapy.utils.request import RequestFingerprinter
+from soak import checkers, schedule
+from soak.judge import ITEMS, access_lines, conclude
 from soak.relay import Relay
 from soak.web import Web
 from soak.webprocess import start_web
@@ -42,7 +47,9 @@ from support.net import free_port
 from support.services import start_process, stop_process
 from support.waiting import wait_until
 
-from crawlfleet.hub.keys import SpiderKeys
+from crawlfleet.frontier.bloom import BloomFilter
+from crawlfleet.frontier.bloomlayout import ScalableLayout
+from crawlfleet.hub.keys import SpiderKeys, escape_glob
 from crawlfleet.views.crawl import spider_snapshot
 
 from redis_server import RedisServer, start_redis
@@ -54,8 +61,6 @@ SPIDER = "soak"
 SAMPLE = 5.0  # seconds between samples
 PROXY_SOURCES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")  # the forward proxies' outgoing addresses
 ROOTS = 5  # hosts whose root page each worker starts from
-SCRAPY_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \[([^\]]+)\] ([A-Z]+): (.*)$")
-SERVICE_LINE = re.compile(r"^ts=(\S+) level=(\w+) (.*)$")
 # The ERROR lines a fault may cause while it lasts (and its grace after): what a worker logs when
 # the hub, a proxy or a site goes away for a while.
 HUB_GONE = (r"(?i)redis|connection|timeout|timed out|hub", r"Gave up retrying")
@@ -156,20 +161,20 @@ class Soak:
             data = f.read()
         end = data.rfind(b"\n") + 1
         self._offset += end
-        for line in data[:end].decode(errors="replace").splitlines():
-            parts = line.split()
-            if len(parts) == 5 and parts[4].isdigit():
-                statuses[int(parts[4])] += 1
-                if parts[4] == "200":
-                    self.fetched[f"{parts[2]}{parts[3]}"] += 1
+        for when, host, path, status in access_lines(data[:end]):
+            statuses[status] += 1
+            if status == 200:
+                self.fetched[f"{host}{path}"] += 1
         return statuses
 
     def sample(self) -> dict[str, Any]:
         client = self.hub.client()
         try:
             memory = int(client.info("memory")["used_memory"])
-            items = int(client.memory_usage(SpiderKeys(SPIDER).items) or 0)
+            items = int(client.memory_usage(SpiderKeys(SPIDER).items, samples=0) or 0)
             view = spider_snapshot(client, SPIDER)
+            queue = memory_of(client, SpiderKeys(SPIDER).requests)
+            bloom = memory_of(client, SpiderKeys(SPIDER).bloomfilter)
         finally:
             client.close()
         statuses = self._read_access()
@@ -181,6 +186,8 @@ class Soak:
             "failed": statuses.get(500, 0),
             "memory": memory,
             "items_memory": items,
+            "queue_memory": queue,
+            "filter_memory": bloom,
             "queued": view.get("queued"),
             "leased": view.get("leased"),
             "rss": {k: v for k, v in rss.items() if v},
@@ -289,6 +296,12 @@ class Soak:
             wait_until(finished, "every page fetched", timeout=deadline - time.time(), interval=5)
         except AssertionError as exc:
             print(f"soak: {exc}", flush=True)
+        self._stop.set()  # no fault after this; one under way is lifted before the join returns
+        for thread in threads:
+            thread.join(120)
+        for w in self.workers:  # a worker stopped as an operator does: it flushes its items
+            if w.proc:
+                stop_process(w.proc, timeout=60)
         lengths: list[int] = []
 
         def items_settled() -> bool:
@@ -301,41 +314,35 @@ class Soak:
             return len(lengths) > 1 and lengths[-1] == lengths[-2]
 
         wait_until(items_settled, "the items flushed", timeout=120, interval=2)
-        self._stop.set()
-        for thread in threads:
-            thread.join(120)
         return self.finish(plan)
 
     def finish(self, plan: list[schedule.Planned]) -> int:
-        for w in self.workers:
-            if w.proc:
-                stop_process(w.proc, timeout=60)
         self.samples.append(self.sample())
-        items = self.export()
-        verdicts, recovery = self.judge(items)
+        self.export()
+        bloom = self.bloom()
         record = {
             "args": {k: str(v) for k, v in vars(self.args).items()},
             "started": self.started,
             "sample_seconds": SAMPLE,
+            "port": self.port,
             "plan": [vars(p) for p in plan],
             "faults": [vars(f) for f in self.faults],
             "samples": self.samples,
-            "recovery": recovery,
-            "verdicts": [vars(v) for v in verdicts],
-            "pages": sum(h.pages for h in self.web.hosts),
-            "fetched": sum(self.fetched.values()),
-            "distinct": len(self.fetched),
+            "bloom": bloom,
         }
-        (self.out / "soak.json").write_text(json.dumps(record, indent=1, default=list))
-        report.write(record, self.out)
-        for verdict in verdicts:
-            print(verdict.line(), flush=True)
-            for line in verdict.evidence:
-                print(f"    {line}", flush=True)
-        return 0 if all(v.ok for v in verdicts) else 1
+        return conclude(record, self.out)
 
-    def export(self) -> list[str]:
-        out = self.work / "items.jsonl"
+    def bloom(self) -> dict[str, Any]:
+        """The crawl's Bloom filter as the lost-pages checker needs it: its layers (bits,
+        hashes, fingerprints) and the lost pages it answers yes for, read while the hub is up."""
+        client = self.hub.client()
+        try:
+            return bloom_record(client, self.web, self.port, self.fetched)
+        finally:
+            client.close()
+
+    def export(self) -> None:
+        out = self.work / ITEMS
         proc = subprocess.run(
             [str(BIN / "crawlfleet"), "export", SPIDER, "-o", str(out), "--quiet",
              "--redis-url", self.hub.url],
@@ -343,50 +350,6 @@ class Soak:
         )  # fmt: skip
         if proc.returncode != 0:
             raise RuntimeError(f"crawlfleet export failed: {proc.stderr[-2000:]}")
-        return [json.loads(line)["id"] for line in out.read_text().splitlines() if line]
-
-    def judge(self, items: list[str]) -> tuple[list[checkers.Verdict], dict[str, float | None]]:
-        pages = [f"{self.web.hosts[h].address}/p/{p}" for h, p in self.web.reachable()]
-        expected = [f"{h}/{p}" for h, p in self.web.reachable()]
-        ok = [s for s in self.samples if "error" not in s]
-        memory = checkers.Samples.of((s["t"], s["memory"] - s["items_memory"]) for s in ok)
-        # docs/benchmarks.md: 325 B per queued request and 108 B per fingerprint at the most
-        budget = ok[0]["memory"] + (325 + 108) * len(pages) if ok else 0
-        sized_at = self.started + self.args.warmup
-        by_process: dict[str, list[tuple[float, float]]] = {}
-        for s in ok:
-            for process, value in s["rss"].items():
-                by_process.setdefault(process, []).append((s["t"], value))
-        rss = {process: checkers.Samples.of(points) for process, points in by_process.items()}
-        rate = checkers.Samples.of((s["t"], s["served"] / SAMPLE) for s in ok)
-        window = min(30.0, self.args.every / 4)
-        recovery, times = checkers.recovery(
-            rate, self.faults, window=window, within=self.args.every
-        )
-        verdicts = [
-            checkers.lost_pages(pages, self.fetched),
-            checkers.fetched_again(self.fetched.elements(), self.faults),
-            checkers.exported_once(items, expected),
-            checkers.hub_memory(memory, budget, sized_at),
-            checkers.worker_rss(rss, warmup=self.args.warmup),
-            recovery,
-            checkers.unexplained_errors(self.log_lines(), self.faults),
-        ]
-        return verdicts, times
-
-    def log_lines(self) -> list[checkers.LogLine]:
-        lines = []
-        for log in sorted(self.work.glob("*.log")):
-            if log.name in ("access.log", "web.log"):
-                continue
-            for text in log.read_text(errors="replace").splitlines():
-                if (m := SCRAPY_LINE.match(text)) is not None:
-                    when = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp()
-                    lines.append(checkers.LogLine(when, log.stem, m[3], f"[{m[2]}] {m[4]}"))
-                elif (m := SERVICE_LINE.match(text)) is not None:
-                    when = datetime.fromisoformat(m[1].replace("Z", "+00:00")).timestamp()
-                    lines.append(checkers.LogLine(when, log.stem, m[2], m[3]))
-        return lines
 
     def close(self) -> None:
         self._stop.set()
@@ -400,6 +363,44 @@ class Soak:
             stop_process(self.web_proc)
         if hasattr(self, "hub"):
             self.hub.stop()
+
+
+def bloom_record(
+    client: redis.Redis, web: Web, port: int, fetched: Mapping[str, int]
+) -> dict[str, Any]:
+    """The crawl's Bloom filter: ``layers``, (bits, hashes, fingerprints) of each layer in use
+    (a scalable filter's earlier layers hold their capacity), and ``seen``, the pages not
+    fetched whose request fingerprint it answers yes for."""
+    bloom = BloomFilter.existing(client, SpiderKeys(SPIDER).bloomfilter)
+    info = bloom.info()
+    count = int(info["count_estimate"] or 0)
+    layout = bloom.layout
+    if isinstance(layout, ScalableLayout):
+        shape = list(zip(layout.layer_bits, layout.layer_hashes, layout.layer_capacity))
+        in_use = shape[: info["layers"]]
+        full = sum(n for _, _, n in in_use[:-1])
+        layers = [[m, k, n] for m, k, n in in_use[:-1]] + [[*in_use[-1][:2], count - full]]
+    else:
+        layers = [[info["bits"], info["hashes"], count]]
+    lost = [
+        (f"{web.hosts[h].address}/p/{p}", web.url(h, p, port))
+        for h, p in web.reachable()
+        if f"{web.hosts[h].address}/p/{p}" not in fetched
+    ]
+    fingerprint = RequestFingerprinter().fingerprint
+    answers = bloom.contains_many(fingerprint(Request(url)) for _, url in lost)
+    return {"layers": layers, "seen": [page for (page, _), yes in zip(lost, answers) if yes]}
+
+
+def memory_of(client: redis.Redis, key: str) -> int:
+    """Bytes ``key`` and every key under it (``key:*``) take on the hub: for the crawl's queue
+    (its counter and every site's queue) and its Bloom filter (its layers and meta), the parts
+    of the hub's memory that grow with the work found."""
+    names = [key, *client.scan_iter(match=escape_glob(key) + ":*", count=1000)]
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.memory_usage(name, samples=0)  # every element counted, not a sample
+    return sum(int(n or 0) for n in pipe.execute())
 
 
 def _rss(pid: int) -> int:
@@ -417,13 +418,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--minutes", type=float, default=45, help="the faults' span")
     parser.add_argument("--max-minutes", type=float, default=120, help="the crawl's limit")
     parser.add_argument("--hosts", type=int, default=1000)
-    parser.add_argument("--pages", type=int, default=300_000)
+    parser.add_argument("--pages", type=int, default=1_000_000)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--every", type=float, default=240, help="seconds between faults")
     parser.add_argument("--warmup", type=float, default=120, help="seconds before the first")
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--out", type=Path, default=Path("results/soak"))
+    parser.add_argument(
+        "--judge", action="store_true",
+        help="run nothing: judge the soak recorded in --out again (after a checker changed)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.judge:
+        try:
+            record = json.loads((args.out / "soak.json").read_text())
+        except (OSError, ValueError) as exc:
+            print(f"soak: --judge: no soak recorded in {args.out} ({exc})", file=sys.stderr)
+            return 2
+        return conclude(record, args.out)
     if args.workers < 1 or args.max_minutes < args.minutes:
         parser.error("--workers must be at least 1 and --max-minutes at least --minutes")
     try:

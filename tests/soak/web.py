@@ -123,6 +123,10 @@ class Web:
             found.append(((host + 1) % n, 0))
         return list(dict.fromkeys(found))
 
+    def parent(self, host: int, page: int) -> tuple[int, int] | None:
+        """The one page linking to a page that is not a root (a root has many: None)."""
+        return (host, (page - 1) // BRANCHING) if page > 0 else None
+
     def reachable(self) -> Iterator[tuple[int, int]]:
         """Every ``(host, page)``: all of them, by construction (the tests prove it by walking)."""
         for host in self.hosts:

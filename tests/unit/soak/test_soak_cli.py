@@ -40,3 +40,19 @@ def test_a_soak_that_cannot_run_says_why_in_one_line(
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].endswith(said), proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("record", [None, "{not json"])
+def test_judging_again_where_no_soak_was_recorded_says_so_in_one_line(
+    tmp_path: Path, record: str | None
+) -> None:
+    if record is not None:
+        (tmp_path / "soak.json").write_text(record)
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "soak.sh"), "--judge", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"soak: --judge: no soak recorded in {tmp_path} ("), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["soak.json"] if record else [])
