@@ -178,7 +178,7 @@ class Soak:
         finally:
             client.close()
         statuses = self._read_access()
-        rss = {f"{w.name}:{w.proc.pid}": _rss(w.proc.pid) for w in self.workers if w.proc}
+        status = {f"{w.name}:{w.proc.pid}": _status(w.proc.pid) for w in self.workers if w.proc}
         return {
             "t": time.time(),
             "served": statuses.get(200, 0),
@@ -190,7 +190,8 @@ class Soak:
             "filter_memory": bloom,
             "queued": view.get("queued"),
             "leased": view.get("leased"),
-            "rss": {k: v for k, v in rss.items() if v},
+            "rss": {k: v[0] for k, v in status.items() if v[0]},
+            "threads": {k: v[1] for k, v in status.items() if v[0]},
             "distinct": len(self.fetched),
         }
 
@@ -403,14 +404,15 @@ def memory_of(client: redis.Redis, key: str) -> int:
     return sum(int(n or 0) for n in pipe.execute())
 
 
-def _rss(pid: int) -> int:
-    """VmRSS of ``pid`` in bytes (0 once it is gone)."""
+def _status(pid: int) -> tuple[int, int]:
+    """VmRSS of ``pid`` in bytes and its thread count (0, 0 once it is gone)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
-        return 0
-    found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
-    return int(found[1]) * 1024 if found else 0
+        return 0, 0
+    rss = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+    threads = re.search(r"^Threads:\s+(\d+)", status, re.MULTILINE)
+    return (int(rss[1]) * 1024 if rss else 0), (int(threads[1]) if threads else 0)
 
 
 def main(argv: list[str]) -> int:
