@@ -108,10 +108,10 @@ def poisson_upper(mean: float, quantile: float = 0.999) -> int:
     """The smallest x with P(X <= x) >= ``quantile`` for X ~ Poisson(``mean``)."""
     if mean <= 0:
         return 0
-    x, term = 0, math.exp(-mean) if mean < 700 else 0.0
-    if term == 0.0:  # too large for the plain sum: the normal approximation is exact enough
+    if mean >= 700:  # e^-mean underflows: the normal approximation is exact enough there
         return math.ceil(mean + 3.1 * math.sqrt(mean))
-    total = term
+    x = 0
+    term = total = math.exp(-mean)
     while total < quantile:
         x += 1
         term *= mean / x
@@ -183,8 +183,8 @@ def hub_memory(
     flat: float = 0.10,
 ) -> Verdict:
     """The hub's memory (the series the soak judges) never above ``budget`` bytes, and, less what
-    the crawl's queue ``held`` at the same moment (it grows and shrinks with the work found, as
-    it should), growing at most ``flat`` (a share) from its first sample at or after
+    the crawl's queue and Bloom filter ``held`` at the same moment (they grow with the work
+    found, as they should), growing at most ``flat`` (a share) from its first sample at or after
     ``sized_at`` (the Bloom filter sized) to its largest after."""
     if not memory.points:
         return Verdict("hub memory", False, "no sample of the hub's memory")

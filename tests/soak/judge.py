@@ -61,12 +61,11 @@ def judge(
     fetched = Counter(f"{host}{path}" for _, host, path in served)
     items = [json.loads(line)["id"] for line in (work / ITEMS).read_text().splitlines() if line]
     faults = [checkers.Fault(**{**f, "explains": tuple(f["explains"])}) for f in record["faults"]]
-    pages = [f"{web.hosts[h].address}/p/{p}" for h, p in web.reachable()]
+    reachable = [(web.logged(h, p), f"{h}/{p}") for h, p in web.reachable()]
+    pages = [page for page, _ in reachable]
     seen, orphans, false_positives = _bloom(record.get("bloom"), web, fetched)
     # an item per page fetched (a page never fetched is the lost-pages checker's)
-    expected = [
-        f"{h}/{p}" for h, p in web.reachable() if f"{web.hosts[h].address}/p/{p}" in fetched
-    ]
+    expected = [item for page, item in reachable if page in fetched]
     ok = [s for s in record["samples"] if "error" not in s]
     memory = checkers.Samples.of((s["t"], s["memory"] - s["items_memory"]) for s in ok)
     held = checkers.Samples.of(
@@ -111,12 +110,11 @@ def _bloom(
     expected to have made (from its layers)."""
     if not bloom:
         return [], [], 0.0
-    key = lambda host, page: f"{web.hosts[host].address}/p/{page}"  # noqa: E731
     orphans = []
     for host, page in web.reachable():
         parent = web.parent(host, page)
-        if parent and key(host, page) not in fetched and key(*parent) not in fetched:
-            orphans.append(key(host, page))
+        if parent and web.logged(host, page) not in fetched and web.logged(*parent) not in fetched:
+            orphans.append(web.logged(host, page))
     layers = [(int(m), int(k), int(n)) for m, k, n in bloom["layers"]]
     return list(bloom["seen"]), orphans, checkers.bloom_false_positives(layers)
 

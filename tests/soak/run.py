@@ -384,9 +384,9 @@ def bloom_record(
     else:
         layers = [[info["bits"], info["hashes"], count]]
     lost = [
-        (f"{web.hosts[h].address}/p/{p}", web.url(h, p, port))
+        (web.logged(h, p), web.url(h, p, port))
         for h, p in web.reachable()
-        if f"{web.hosts[h].address}/p/{p}" not in fetched
+        if web.logged(h, p) not in fetched
     ]
     fingerprint = RequestFingerprinter().fingerprint
     answers = bloom.contains_many(fingerprint(Request(url)) for _, url in lost)

@@ -109,7 +109,16 @@ class Web:
         return cls(seed, tuple(drawn))
 
     def url(self, host: int, page: int, port: int) -> str:
-        return f"http://{address(host)}:{port}/p/{page}"
+        return f"http://{address(host)}:{port}{self.path(page)}"
+
+    @staticmethod
+    def path(page: int) -> str:
+        return f"/p/{page}"
+
+    def logged(self, host: int, page: int) -> str:
+        """A page as the access log names it (its host's address and its path, no port): how
+        the harness and the judging count the pages fetched."""
+        return f"{address(host)}{self.path(page)}"
 
     def links(self, host: int, page: int) -> list[tuple[int, int]]:
         """``(host, page)`` of each link on a page: its children, another host's root and, on a
