@@ -8,9 +8,9 @@ a planted fault by a test (``tests/unit/soak/test_soak_checkers.py``) before a s
 
 The bounds are the issue's: no reachable page lost; pages fetched more than once at most what was
 in flight when the faults struck; every item once after `crawlfleet export`'s de-duplication; the
-hub's memory within its budget and flat once the Bloom filter is sized; each worker process's RSS
-growing at most 10 % after its warm-up; the crawl back to 0.9 of its rate before each fault, with
-the time it took; no ERROR line that no fault explains.
+hub's memory within its budget and flat once the Bloom filter is sized and the sites found; each
+worker process's RSS growing at most 10 % after its warm-up (its seen cache full); the crawl back
+to 0.9 of its rate before each fault, with the time it took; no ERROR line that no fault explains.
 """
 
 from __future__ import annotations
@@ -178,19 +178,20 @@ def exported_once(exported: Sequence[str], expected: Iterable[str]) -> Verdict:
 def hub_memory(
     memory: Samples,
     budget: float,
-    sized_at: float,
+    warm_at: float,
     held: Samples | None = None,
     flat: float = 0.10,
 ) -> Verdict:
     """The hub's memory (the series the soak judges) never above ``budget`` bytes, and, less what
     the crawl's queue and Bloom filter ``held`` at the same moment (they grow with the work
     found, as they should), growing at most ``flat`` (a share) from its first sample at or after
-    ``sized_at`` (the Bloom filter sized) to its largest after."""
+    ``warm_at`` (its warm-up over: the Bloom filter sized and every site found, the hub keeping
+    state per site) to its largest after."""
     if not memory.points:
         return Verdict("hub memory", False, "no sample of the hub's memory")
     peak_time, peak = max(memory.points, key=lambda p: p[1])
     queue = dict(held.points) if held else {}
-    after = [(t, v - queue.get(t, 0.0)) for t, v in memory.points if t >= sized_at]
+    after = [(t, v - queue.get(t, 0.0)) for t, v in memory.points if t >= warm_at]
     evidence = []
     if peak > budget:
         evidence.append(f"{peak / 2**20:.1f} MiB at {peak_time:.0f} > budget {budget / 2**20:.1f}")
@@ -200,29 +201,39 @@ def hub_memory(
         growth = max(v for _, v in after) / first - 1 if first > 0 else 0.0
         if growth > flat:
             evidence.append(
-                f"grew {growth:.1%} after the Bloom filter was sized (limit {flat:.0%})"
+                f"grew {growth:.1%} after warm-up (limit {flat:.0%})"
                 + (", less the queue and the filter" if held else "")
             )
     else:
-        evidence.append("no sample after the Bloom filter was sized")
+        evidence.append("no sample after warm-up")
     summary = (
         f"peak {peak / 2**20:.1f} MiB of a {budget / 2**20:.1f} MiB budget, "
-        f"{growth:+.1%} once sized" + (" (less the queue and the filter)" if held else "")
+        f"{growth:+.1%} after warm-up" + (" (less the queue and the filter)" if held else "")
     )
     return Verdict("hub memory", not evidence, summary, _evidence(evidence))
 
 
-def worker_rss(rss: Mapping[str, Samples], warmup: float, growth: float = 0.10) -> Verdict:
+def worker_rss(
+    rss: Mapping[str, Samples],
+    warmup: float,
+    growth: float = 0.10,
+    full: Mapping[str, float] | None = None,
+) -> Verdict:
     """Each worker process's RSS (keyed by process: a restarted worker is a new one) grows at most
-    ``growth`` from its first sample ``warmup`` seconds after its own first to its largest after.
-    A process that did not live past its warm-up is counted, not judged."""
+    ``growth`` from its first sample after its warm-up to its largest after. The warm-up ends
+    ``warmup`` seconds after its own first sample and, when ``full`` says when each process's
+    cache of seen fingerprints (``SCHEDULER_SEEN_CACHE``, bounded) was full, not before: until
+    then its memory has a bounded reason to grow. A process that did not live past its warm-up
+    (or whose cache never filled) is counted, not judged."""
     judged, short, evidence = 0, 0, []
     for process, samples in sorted(rss.items()):
-        if not samples.points:
+        if not samples.points or (full is not None and process not in full):
             short += 1
             continue
-        born = samples.points[0][0]
-        after = [v for t, v in samples.points if t >= born + warmup]
+        ready = samples.points[0][0] + warmup
+        if full is not None:
+            ready = max(ready, full[process])
+        after = [v for t, v in samples.points if t >= ready]
         if len(after) < 2:
             short += 1
             continue
@@ -233,8 +244,28 @@ def worker_rss(rss: Mapping[str, Samples], warmup: float, growth: float = 0.10) 
     summary = (
         f"{judged} process(es) judged, {len(evidence)} grew more than {growth:.0%}, "
         f"{short} did not outlive the warm-up"
-    )
+    ) + (" (its seen cache full)" if full is not None else "")
     return Verdict("worker RSS", judged > 0 and not evidence, summary, _evidence(evidence))
+
+
+def filled(seen: Mapping[str, Samples], size: int) -> dict[str, float]:
+    """When each process's seen cache (``seen``: the fingerprints it held, sampled) first held
+    ``size``; a process whose cache never filled is absent."""
+    return {
+        process: next(t for t, v in samples.points if v >= size)
+        for process, samples in seen.items()
+        if any(v >= size for _, v in samples.points)
+    }
+
+
+def sites_found(served: Iterable[tuple[float, str]]) -> float:
+    """When the crawl first fetched a page of the last host it found (``served``: (time, host) of
+    the pages served): the hub keeps state per site, so its memory grows until then."""
+    first: dict[str, float] = {}
+    for when, host in served:
+        if when < first.get(host, math.inf):
+            first[host] = when
+    return max(first.values(), default=0.0)
 
 
 def recovery(

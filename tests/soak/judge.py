@@ -78,6 +78,18 @@ def judge(
         for process, value in s["rss"].items():
             by_process.setdefault(process, []).append((s["t"], value))
     rss = {process: checkers.Samples.of(points) for process, points in by_process.items()}
+    full = None  # a soak recorded before the seen cache was sampled: the fixed warm-up only
+    if "seen_cache_size" in record:
+        seen: dict[str, list[tuple[float, float]]] = {}
+        for s in ok:
+            for process, value in s.get("seen_cache", {}).items():
+                seen.setdefault(process, []).append((s["t"], value))
+        full = checkers.filled(
+            {p: checkers.Samples.of(points) for p, points in seen.items()},
+            int(record["seen_cache_size"]),
+        )
+    # the hub's warm-up: the Bloom filter sized and every site found (it keeps state per site)
+    sized_at = max(record["started"] + warmup, checkers.sites_found((w, h) for w, h, _ in served))
     recovery, times = checkers.recovery(
         ((when, host) for when, host, _ in served), faults,
         window=min(30.0, every / 4), within=every,
@@ -87,8 +99,8 @@ def judge(
         checkers.lost_pages(pages, fetched, seen, orphans, false_positives),
         checkers.fetched_again(fetched.elements(), faults),
         checkers.exported_once(items, expected),
-        checkers.hub_memory(memory, budget, record["started"] + warmup, held),
-        checkers.worker_rss(rss, warmup=warmup),
+        checkers.hub_memory(memory, budget, sized_at, held),
+        checkers.worker_rss(rss, warmup=warmup, full=full),
         checkers.schedule_played(len(record["plan"]), faults, crawl_end),
         recovery,
         checkers.unexplained_errors(log_lines(work), faults),

@@ -50,6 +50,7 @@ from support.waiting import wait_until
 from crawlfleet.frontier.bloom import BloomFilter
 from crawlfleet.frontier.bloomlayout import ScalableLayout
 from crawlfleet.hub.keys import SpiderKeys, escape_glob
+from crawlfleet.settingtable import default
 from crawlfleet.views.crawl import spider_snapshot
 
 from redis_server import RedisServer, start_redis
@@ -172,13 +173,20 @@ class Soak:
         try:
             memory = int(client.info("memory")["used_memory"])
             items = int(client.memory_usage(SpiderKeys(SPIDER).items, samples=0) or 0)
-            view = spider_snapshot(client, SPIDER)
+            view = spider_snapshot(client, SPIDER, with_scrapy=True)
             queue = memory_of(client, SpiderKeys(SPIDER).requests)
             bloom = memory_of(client, SpiderKeys(SPIDER).bloomfilter)
         finally:
             client.close()
         statuses = self._read_access()
         status = {f"{w.name}:{w.proc.pid}": _status(w.proc.pid) for w in self.workers if w.proc}
+        # each worker's seen cache as its last statistics said (its warm-up ends once it is full)
+        cached = {row.get("pid"): row.get("scrapy", {}) for row in view.get("workers", ())}
+        seen = {
+            f"{w.name}:{w.proc.pid}": cached[w.proc.pid]["scheduler/seen_cache"]
+            for w in self.workers
+            if w.proc and "scheduler/seen_cache" in cached.get(w.proc.pid, {})
+        }
         return {
             "t": time.time(),
             "served": statuses.get(200, 0),
@@ -192,6 +200,7 @@ class Soak:
             "leased": view.get("leased"),
             "rss": {k: v[0] for k, v in status.items() if v[0]},
             "threads": {k: v[1] for k, v in status.items() if v[0]},
+            "seen_cache": seen,
             "distinct": len(self.fetched),
         }
 
@@ -325,6 +334,7 @@ class Soak:
             "args": {k: str(v) for k, v in vars(self.args).items()},
             "started": self.started,
             "sample_seconds": SAMPLE,
+            "seen_cache_size": default("SCHEDULER_SEEN_CACHE"),  # the soak leaves it as it is
             "port": self.port,
             "plan": [vars(p) for p in plan],
             "faults": [vars(f) for f in self.faults],

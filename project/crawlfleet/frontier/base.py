@@ -230,6 +230,8 @@ class FrontierScheduler(BaseScheduler):
             self._seen[seen_key] = None
             if len(self._seen) > self.config.seen_cache:
                 self._seen.popitem(last=False)
+            # a gauge (the fingerprints held now): a worker's memory grows until it is full
+            self.stats.set_value("scheduler/seen_cache", len(self._seen))
 
     def _encode(self, request: Request) -> tuple[bytes, str]:
         """``(payload, "")``, or ``(b"", its dead-letter entry)`` when it cannot be stored."""

@@ -195,7 +195,8 @@ FRONTIER = (
             "fingerprints this worker has seen Redis record, kept in memory (least recently used "
             "dropped first; `0` = off): a request known to be a duplicate is filtered without a "
             "round trip, with the same result Redis would give (fingerprints are only removed by a"
-            " deliberate flush)"
+            " deliberate flush). About 200 B of memory each (the default: some 20 MiB once full);"
+            " the stat `scheduler/seen_cache` says how many it holds"
         ),
     ),
     Setting(

@@ -112,6 +112,7 @@ def test_seen_cache_is_bounded(make_scheduler: MakeScheduler) -> None:
     assert CountingConnection.sent == before
     assert not s.enqueue_request(Request("https://e.test/a"))  # evicted: Redis answers
     assert CountingConnection.sent - before == 1
+    assert s.stats.get_value("scheduler/seen_cache") == 2  # what it holds, never above its size
 
 
 def test_one_round_trip_per_pop_batch(make_scheduler: MakeScheduler) -> None:

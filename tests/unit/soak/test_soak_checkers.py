@@ -16,11 +16,13 @@ from soak.checkers import (
     bloom_false_positives,
     exported_once,
     fetched_again,
+    filled,
     hub_memory,
     lost_pages,
     poisson_upper,
     recovery,
     schedule_played,
+    sites_found,
     unexplained_errors,
     worker_rss,
 )
@@ -111,23 +113,23 @@ def test_exported_once_names_what_is_wrong() -> None:
     assert verdict.evidence == ("missing 3", "twice 2", "not expected 9")
 
 
-def test_hub_memory_catches_a_breach_of_the_budget_and_growth_once_sized() -> None:
+def test_hub_memory_catches_a_breach_of_the_budget_and_growth_once_warm() -> None:
     sized = [(0, 10 * MIB), (60, 50 * MIB), (120, 51 * MIB), (180, 52 * MIB)]
-    assert hub_memory(Samples.of(sized), budget=64 * MIB, sized_at=60).ok
-    over = hub_memory(Samples.of([*sized, (240, 70 * MIB)]), budget=64 * MIB, sized_at=60)
+    assert hub_memory(Samples.of(sized), budget=64 * MIB, warm_at=60).ok
+    over = hub_memory(Samples.of([*sized, (240, 70 * MIB)]), budget=64 * MIB, warm_at=60)
     assert not over.ok
     assert over.evidence[0].startswith("70.0 MiB at 240 > budget 64.0")
     leaking = [(60, 50 * MIB), (120, 53 * MIB), (180, 56 * MIB)]  # +12 % once sized
-    grows = hub_memory(Samples.of(leaking), budget=64 * MIB, sized_at=60)
-    assert not grows.ok and "grew 12.0% after the Bloom filter was sized" in grows.evidence[0]
+    grows = hub_memory(Samples.of(leaking), budget=64 * MIB, warm_at=60)
+    assert not grows.ok and "grew 12.0% after warm-up" in grows.evidence[0]
     # Growth that is the queue holding more work is not a leak; the same growth elsewhere is.
     queue = Samples.of([(60, 10 * MIB), (120, 13 * MIB), (180, 16 * MIB)])
-    assert hub_memory(Samples.of(leaking), budget=64 * MIB, sized_at=60, held=queue).ok
-    rest = hub_memory(Samples.of(leaking), budget=64 * MIB, sized_at=60, held=Samples.of(
+    assert hub_memory(Samples.of(leaking), budget=64 * MIB, warm_at=60, held=queue).ok
+    rest = hub_memory(Samples.of(leaking), budget=64 * MIB, warm_at=60, held=Samples.of(
         [(60, 10 * MIB), (120, 10 * MIB), (180, 10 * MIB)]))  # fmt: skip
     assert not rest.ok and rest.evidence[0].endswith("(limit 10%), less the queue and the filter")
-    assert not hub_memory(Samples(), budget=64 * MIB, sized_at=0).ok
-    assert not hub_memory(Samples.of([(0, MIB)]), budget=64 * MIB, sized_at=60).ok
+    assert not hub_memory(Samples(), budget=64 * MIB, warm_at=0).ok
+    assert not hub_memory(Samples.of([(0, MIB)]), budget=64 * MIB, warm_at=60).ok
 
 
 def test_worker_rss_judges_each_process_after_its_own_warm_up() -> None:
@@ -142,6 +144,29 @@ def test_worker_rss_judges_each_process_after_its_own_warm_up() -> None:
     planted = worker_rss({"b:1": steady, "c:1": leaking}, warmup=60)
     assert not planted.ok and planted.evidence == ("c:1 grew 15.0% after warm-up (limit 10%)",)
     assert not worker_rss({"b:1": restarted}, warmup=60).ok  # nothing judged: not a pass
+
+
+def test_worker_rss_waits_for_each_process_s_seen_cache_to_fill() -> None:
+    # Its cache of seen fingerprints fills until 300 s: growth until then is bounded, not a leak.
+    filling = Samples.of([(0, 50 * MIB), (60, 80 * MIB), (300, 120 * MIB), (600, 124 * MIB)])
+    full = filled({"b:1": Samples.of([(60, 40_000), (300, 100_000), (600, 100_000)])}, 100_000)
+    assert full == {"b:1": 300}
+    assert not worker_rss({"b:1": filling}, warmup=60).ok  # judged from 60 s: +55 %
+    verdict = worker_rss({"b:1": filling}, warmup=60, full=full)
+    assert verdict.ok and verdict.summary.startswith("1 process(es) judged, 0 grew")
+    # the same process still growing once its cache is full is caught
+    leaking = Samples.of([*filling.points, (900, 140 * MIB)])
+    caught = worker_rss({"b:1": leaking}, warmup=60, full=full)
+    assert not caught.ok and caught.evidence == ("b:1 grew 16.7% after warm-up (limit 10%)",)
+    # a process whose cache never filled is counted, not judged
+    never = worker_rss({"b:1": filling, "c:1": leaking}, warmup=60, full=full)
+    assert never.summary.endswith("1 did not outlive the warm-up (its seen cache full)")
+
+
+def test_sites_found_is_when_the_last_host_was_first_served() -> None:
+    served = [(5.0, "a"), (7.0, "b"), (9.0, "a"), (40.0, "c"), (41.0, "b"), (3.0, "a")]
+    assert sites_found(served) == 40.0
+    assert sites_found([]) == 0.0
 
 
 def _served(

@@ -8,18 +8,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+from soak.checkers import Samples, hub_memory
 from soak.judge import ITEMS, judge
 from soak.web import Web
 
 STARTED = 1_800_000_000.0
 HOSTS, PAGES, SEED = 3, 30, 7
+CACHE = 100_000  # the workers' seen cache: full 100 s in
 
 
 def _record(faults: list[dict[str, Any]], planned: int) -> dict[str, Any]:
     samples = [
         {"t": STARTED + t, "memory": 8 << 20, "items_memory": 1 << 20, "queue_memory": 1 << 20,
          "filter_memory": 2 << 20, "rss": {"w1:10": 90 << 20}, "served": 3, "refused": 0,
-         "failed": 0, "queued": 5, "leased": 1, "distinct": 0}
+         "failed": 0, "queued": 5, "leased": 1, "distinct": 0,
+         "seen_cache": {"w1:10": min(t * 1000, CACHE)}}
         for t in range(0, 400, 5)
     ]  # fmt: skip
     return {
@@ -29,6 +32,7 @@ def _record(faults: list[dict[str, Any]], planned: int) -> dict[str, Any]:
         "plan": [{}] * planned,
         "faults": faults,
         "samples": samples,
+        "seen_cache_size": CACHE,
     }  # fmt: skip
 
 
@@ -87,3 +91,33 @@ def test_a_recorded_soak_is_failed_for_what_its_files_show(tmp_path: Path) -> No
     )
     assert verdicts["errors explained"].evidence[0].startswith("w1 at ")
     assert counts["distinct"] == PAGES - 1
+
+
+def test_each_warm_up_ends_when_what_grows_by_design_has_grown(tmp_path: Path) -> None:
+    """A worker's RSS judged once its seen cache is full; the hub's memory once every site was
+    found (each site's first page served): growth before either is not a leak."""
+    _soak(tmp_path / "work")
+    first: dict[str, float] = {}
+    for line in (tmp_path / "work" / "access.log").read_text().splitlines():
+        when, _, host, _, _ = line.split()
+        first.setdefault(host, float(when))
+    found = max(first.values()) - STARTED
+    assert found > 60  # the last site is found well after the fixed warm-up
+    record = _record([_fault(100, 110)], planned=1)
+    for s in record["samples"]:
+        t = s["t"] - STARTED
+        s["rss"]["w1:10"] = (90 + 0.6 * min(t, 100)) * 2**20  # +67 % while its cache fills
+        s["memory"] = (8 + 4 * min(t, found) / found) * 2**20  # state per site as sites appear
+    verdicts = {v.name: v for v in judge(record, tmp_path / "work")[0]}
+    assert verdicts["worker RSS"].ok, verdicts["worker RSS"]
+    # (the budget is this tiny web's: the per-site state is judged for growth, not size here)
+    assert "+0.0% after warm-up" in verdicts["hub memory"].summary, verdicts["hub memory"]
+    assert not any("after warm-up" in line for line in verdicts["hub memory"].evidence)
+    # judged from the fixed warm-up (a soak recorded before the cache was sampled), the worker
+    # grows; the hub, judged before its last site was found, too
+    del record["seen_cache_size"]
+    assert not {v.name: v for v in judge(record, tmp_path / "work")[0]}["worker RSS"].ok
+    memory = Samples.of((s["t"], s["memory"] - s["items_memory"]) for s in record["samples"])
+    held = Samples.of((s["t"], 3 << 20) for s in record["samples"])
+    early = hub_memory(memory, budget=64 << 20, warm_at=STARTED + 30, held=held)
+    assert not early.ok and "after warm-up" in early.evidence[0]
