@@ -80,12 +80,12 @@ def judge(
     rss = {process: checkers.Samples.of(points) for process, points in by_process.items()}
     full = None  # a soak recorded before the seen cache was sampled: the fixed warm-up only
     if "seen_cache_size" in record:
-        seen: dict[str, list[tuple[float, float]]] = {}
+        cached: dict[str, list[tuple[float, float]]] = {}
         for s in ok:
             for process, value in s.get("seen_cache", {}).items():
-                seen.setdefault(process, []).append((s["t"], value))
+                cached.setdefault(process, []).append((s["t"], value))
         full = checkers.filled(
-            {p: checkers.Samples.of(points) for p, points in seen.items()},
+            {p: checkers.Samples.of(points) for p, points in cached.items()},
             int(record["seen_cache_size"]),
         )
     # the hub's warm-up: the Bloom filter sized and every site found (it keeps state per site)

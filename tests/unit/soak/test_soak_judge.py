@@ -121,3 +121,21 @@ def test_each_warm_up_ends_when_what_grows_by_design_has_grown(tmp_path: Path) -
     held = Samples.of((s["t"], 3 << 20) for s in record["samples"])
     early = hub_memory(memory, budget=64 << 20, warm_at=STARTED + 30, held=held)
     assert not early.ok and "after warm-up" in early.evidence[0]
+
+
+def test_a_lost_page_the_bloom_filter_took_for_seen_is_excused(tmp_path: Path) -> None:
+    """The Bloom filter's record (its layers, and the lost pages it answered yes for) beside
+    the seen caches' samples: the lost page it explains is excused, and only that one."""
+    _soak(tmp_path / "work", leave_out=2)
+    web = Web.draw(HOSTS, PAGES, SEED)
+    first, second = (web.logged(h, p) for h, p in sorted(web.reachable())[:2])
+    record = _record([_fault(100, 110)], planned=1)
+    # a small, full filter: a false positive or two among 30 fingerprints is expected
+    record["bloom"] = {"layers": [[64, 2, 30]], "seen": [first, second]}
+    verdicts = {v.name: v for v in judge(record, tmp_path / "work")[0]}
+    assert verdicts["lost"].ok, verdicts["lost"]
+    assert " 2 lost: 2 the Bloom filter took for seen" in verdicts["lost"].summary
+    # the root page (linked from many) not taken for seen: lost, whatever the filter explains
+    record["bloom"]["seen"] = [second]
+    verdicts = {v.name: v for v in judge(record, tmp_path / "work")[0]}
+    assert not verdicts["lost"].ok and verdicts["lost"].evidence == (first,)
