@@ -73,23 +73,12 @@ def judge(
     )
     # docs/benchmarks.md: 325 B per queued request and 108 B per fingerprint at the most
     budget = ok[0]["memory"] + (325 + 108) * len(pages) if ok else 0
-    by_process: dict[str, list[tuple[float, float]]] = {}
-    for s in ok:
-        for process, value in s["rss"].items():
-            by_process.setdefault(process, []).append((s["t"], value))
-    rss = {process: checkers.Samples.of(points) for process, points in by_process.items()}
+    rss = _per_process(ok, "rss")
     full = None  # a soak recorded before the seen cache was sampled: the fixed warm-up only
     if "seen_cache_size" in record:
-        cached: dict[str, list[tuple[float, float]]] = {}
-        for s in ok:
-            for process, value in s.get("seen_cache", {}).items():
-                cached.setdefault(process, []).append((s["t"], value))
-        full = checkers.filled(
-            {p: checkers.Samples.of(points) for p, points in cached.items()},
-            int(record["seen_cache_size"]),
-        )
+        full = checkers.filled(_per_process(ok, "seen_cache"), int(record["seen_cache_size"]))
     # the hub's warm-up: the Bloom filter sized and every site found (it keeps state per site)
-    sized_at = max(record["started"] + warmup, checkers.sites_found((w, h) for w, h, _ in served))
+    warm_at = max(record["started"] + warmup, checkers.sites_found((w, h) for w, h, _ in served))
     recovery, times = checkers.recovery(
         ((when, host) for when, host, _ in served), faults,
         window=min(30.0, every / 4), within=every,
@@ -99,7 +88,7 @@ def judge(
         checkers.lost_pages(pages, fetched, seen, orphans, false_positives),
         checkers.fetched_again(fetched.elements(), faults),
         checkers.exported_once(items, expected),
-        checkers.hub_memory(memory, budget, sized_at, held),
+        checkers.hub_memory(memory, budget, warm_at, held),
         checkers.worker_rss(rss, warmup=warmup, full=full),
         checkers.schedule_played(len(record["plan"]), faults, crawl_end),
         recovery,
@@ -112,6 +101,15 @@ def judge(
         "crawl_seconds": int(crawl_end - record["started"]) if served else 0,
     }
     return verdicts, times, counts
+
+
+def _per_process(samples: list[dict[str, Any]], field: str) -> dict[str, checkers.Samples]:
+    """The series of ``field`` (a process -> value mapping in each sample), per process."""
+    points: dict[str, list[tuple[float, float]]] = {}
+    for s in samples:
+        for process, value in s.get(field, {}).items():
+            points.setdefault(process, []).append((s["t"], value))
+    return {process: checkers.Samples.of(series) for process, series in points.items()}
 
 
 def _bloom(
