@@ -11,7 +11,7 @@ PARALLEL := -n $(INTEGRATION_WORKERS) --dist loadfile
 export PATH := $(CURDIR)/$(VENV)/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help install check lint unit integration lab lab-rabbitmq lab-security lab-valkey lab-mixed lab-projects lab-ha lab-cluster lab-all fuzz test demo bench soak lab-up lab-down lab-status clean
+.PHONY: help install check lint unit integration lab lab-rabbitmq lab-security lab-valkey lab-mixed lab-projects lab-ha lab-cluster lab-all fuzz test demo bench soak soak-lab lab-up lab-down lab-status clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -78,6 +78,9 @@ bench: install ## benchmarks side by side with scrapy-redis; results in results/
 
 soak: install ## a long crawl of a synthetic web under a schedule of faults, judged by its checkers; report in results/soak/ (SOAK_ARGS; not in make test)
 	@scripts/soak.sh
+
+soak-lab: install ## the soak on a fresh lab's hosts (faults struck with systemctl and docker), judged alike; report in results/soak-lab/ (SOAK_ARGS; not in make test)
+	@scripts/soak-lab.sh
 
 lab-up: install ## start (or reuse) the lab and provision it with site.yml
 	@scripts/lab.sh up

@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-# The soak imports the test helpers (tests/: redis_server, support, soak; the book tests' book_lab)
-# as top-level modules, as pytest.ini's pythonpath does for the tests.
-export PYTHONPATH="$root/project:$root/tests:$root/tests/integration/book${PYTHONPATH:+:$PYTHONPATH}"
+# The soak imports the test helpers (tests/: redis_server, support, soak; the book tests' book_lab;
+# scripts/labcrawl for --lab) as top-level modules, as pytest.ini's pythonpath does for the tests.
+export PYTHONPATH="$root/project:$root/tests:$root/tests/integration/book:$root/scripts${PYTHONPATH:+:$PYTHONPATH}"
 # shellcheck disable=SC2086
 exec .venv/bin/python tests/soak/run.py ${SOAK_ARGS:-} "$@"

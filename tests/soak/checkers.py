@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -125,26 +126,37 @@ def lost_pages(
     seen: Iterable[str] = (),
     orphans: Iterable[str] = (),
     false_positives: float = 0.0,
+    queued: int = 0,
 ) -> Verdict:
     """Every reachable page fetched at least once: 0 lost but to the Bloom filter's false
     positives, and those no more than it is expected to make. ``seen``: lost pages the filter
-    answers yes for (taken for seen when found); ``orphans``: lost pages linked only from lost
-    pages (never found); ``false_positives``: the filter's expected count
-    (:func:`bloom_false_positives`), at most its 99.9 % Poisson quantile allowed."""
+    answers yes for (taken for seen when found, or found and still queued); ``orphans``: lost
+    pages linked only from lost pages (never found); ``false_positives``: the filter's expected
+    count (:func:`bloom_false_positives`), at most its 99.9 % Poisson quantile allowed;
+    ``queued``: requests still in the hub's queue when the soak stopped (a crawl that did not
+    finish in its time): as many of the pages taken for seen are not lost but waiting (a queue
+    that dropped requests holds fewer than the pages it owes)."""
     wanted, got = set(reachable), set(fetched)
     lost = wanted - got
     dropped, unfound = lost & set(seen), lost & set(orphans)
     other = sorted(lost - dropped - unfound)
+    waiting = min(queued, len(dropped))
     allowed = poisson_upper(false_positives)
+    unfinished = (
+        f"{waiting} still queued when the soak stopped (the crawl did not finish), "
+        if queued
+        else ""
+    )
     summary = (
-        f"{len(wanted) - len(lost)} of {len(wanted)} reachable pages fetched, {len(lost)} lost: "
-        f"{len(dropped)} the Bloom filter took for seen (expected {false_positives:.1f}, at most "
-        f"{allowed}), {len(unfound - dropped)} linked only from lost pages, {len(other)} otherwise"
+        f"{len(wanted) - len(lost)} of {len(wanted)} reachable pages fetched, {len(lost)} "
+        f"{'not fetched' if queued else 'lost'}: {unfinished}{len(dropped) - waiting} the Bloom "
+        f"filter took for seen (expected {false_positives:.1f}, at most {allowed}), "
+        f"{len(unfound - dropped)} linked only from lost pages, {len(other)} otherwise"
     )
     evidence = list(other)
-    if len(dropped) > allowed:
-        evidence.insert(0, f"{len(dropped)} taken for seen, more than the {allowed} the filter "
-                           f"explains")  # fmt: skip
+    if len(dropped) - waiting > allowed:
+        evidence.insert(0, f"{len(dropped) - waiting} taken for seen, more than the {allowed} "
+                           f"the filter explains")  # fmt: skip
     ok = not evidence and bool(wanted)
     return Verdict("lost", ok, summary, _evidence(evidence))
 
@@ -181,34 +193,45 @@ def hub_memory(
     warm_at: float,
     held: Samples | None = None,
     flat: float = 0.10,
+    rest: Samples | None = None,
 ) -> Verdict:
-    """The hub's memory (the series the soak judges) never above ``budget`` bytes, and, less what
-    the crawl's queue and Bloom filter ``held`` at the same moment (they grow with the work
-    found, as they should), growing at most ``flat`` (a share) from its first sample at or after
-    ``warm_at`` (its warm-up over: the Bloom filter sized and every site found, the hub keeping
-    state per site) to its largest after."""
+    """The hub's memory (``memory``, all of it) never above ``budget`` bytes, and flat after
+    ``warm_at`` (its warm-up over: the Bloom filter sized and every site found): what is judged
+    flat is ``rest`` when the soak measured it (every key but the crawl's work, and the server's
+    buffers), else ``memory`` less what the queue and the Bloom filter ``held`` at the same moment
+    (they grow with the work found, as they should). Flat, for the rest: the median of the last
+    quarter of its samples after the warm-up at most ``flat`` (a share) above that of the first
+    quarter (a leak climbs; a buffer that comes and goes does not move a median); by
+    subtraction: its largest after the warm-up at most ``flat`` above its first."""
     if not memory.points:
         return Verdict("hub memory", False, "no sample of the hub's memory")
     peak_time, peak = max(memory.points, key=lambda p: p[1])
-    queue = dict(held.points) if held else {}
-    after = [(t, v - queue.get(t, 0.0)) for t, v in memory.points if t >= warm_at]
+    queue = dict(held.points) if held and rest is None else {}
+    judged = rest.points if rest is not None else memory.points
+    after = [v - queue.get(t, 0.0) for t, v in judged if t >= warm_at]
+    what = (
+        " (the rest: other keys, buffers)"
+        if rest is not None
+        else (" (less the queue and the filter)" if held else "")
+    )
     evidence = []
     if peak > budget:
         evidence.append(f"{peak / 2**20:.1f} MiB at {peak_time:.0f} > budget {budget / 2**20:.1f}")
     growth = 0.0
+    if after and rest is not None:  # measured directly: the medians of its quarters
+        quarter = max(1, len(after) // 4)
+        first, last = statistics.median(after[:quarter]), statistics.median(after[-quarter:])
+        growth = last / first - 1 if first > 0 else 0.0
+    elif after:  # by subtraction: from its first sample to its largest
+        growth = max(after) / after[0] - 1 if after[0] > 0 else 0.0
     if after:
-        first = after[0][1]
-        growth = max(v for _, v in after) / first - 1 if first > 0 else 0.0
         if growth > flat:
-            evidence.append(
-                f"grew {growth:.1%} after warm-up (limit {flat:.0%})"
-                + (", less the queue and the filter" if held else "")
-            )
+            evidence.append(f"grew {growth:.1%} after warm-up (limit {flat:.0%}){what}")
     else:
         evidence.append("no sample after warm-up")
     summary = (
         f"peak {peak / 2**20:.1f} MiB of a {budget / 2**20:.1f} MiB budget, "
-        f"{growth:+.1%} after warm-up" + (" (less the queue and the filter)" if held else "")
+        f"{growth:+.1%} after warm-up{what}"
     )
     return Verdict("hub memory", not evidence, summary, _evidence(evidence))
 

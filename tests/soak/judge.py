@@ -34,6 +34,8 @@ def access_lines(data: bytes) -> Iterator[tuple[float, str, str, int]]:
 def conclude(record: dict[str, Any], out: Path) -> int:
     """Judge a soak's ``record`` with what it left in ``out/work``, write ``soak.json`` and the
     report, print the verdicts; 0 if every checker passed, else 1. ``--judge`` runs only this."""
+    # the record first: a checker that fails to run leaves a soak --judge can judge again
+    (out / "soak.json").write_text(json.dumps(record, indent=1, default=list))
     verdicts, recovery, counts = judge(record, out / "work")
     record.update(counts, recovery=recovery, verdicts=[vars(v) for v in verdicts])
     (out / "soak.json").write_text(json.dumps(record, indent=1, default=list))
@@ -51,7 +53,9 @@ def judge(
     """The checkers' verdicts on a soak: its record (arguments, faults, samples) and the files in
     ``work`` (the web's access log, the exported items, the logs)."""
     args = record["args"]
-    web = Web.draw(int(args["hosts"]), int(args["pages"]), int(args["seed"]))
+    web = Web.draw(
+        int(args["hosts"]), int(args["pages"]), int(args["seed"]), args.get("domain", "")
+    )
     every, warmup = float(args["every"]), float(args["warmup"])
     served = [
         (when, host, path)
@@ -67,10 +71,16 @@ def judge(
     # an item per page fetched (a page never fetched is the lost-pages checker's)
     expected = [item for page, item in reachable if page in fetched]
     ok = [s for s in record["samples"] if "error" not in s]
+    # the last sample is taken once the workers are stopped: what is queued then is waiting
+    queued = int(ok[-1].get("queued") or 0) if ok else 0
     memory = checkers.Samples.of((s["t"], s["memory"] - s["items_memory"]) for s in ok)
     held = checkers.Samples.of(
         (s["t"], s.get("queue_memory", 0) + s.get("filter_memory", 0)) for s in ok
     )
+    # the rest measured directly, where the soak did (else judged by subtraction, on held)
+    rest = None
+    if ok and all("other_memory" in s for s in ok):
+        rest = checkers.Samples.of((s["t"], s["other_memory"] + s["buffers_memory"]) for s in ok)
     # docs/benchmarks.md: 325 B per queued request and 108 B per fingerprint at the most
     budget = ok[0]["memory"] + (325 + 108) * len(pages) if ok else 0
     rss = _per_process(ok, "rss")
@@ -85,10 +95,10 @@ def judge(
     )  # fmt: skip
     crawl_end = max((when for when, _, _ in served), default=0.0)
     verdicts = [
-        checkers.lost_pages(pages, fetched, seen, orphans, false_positives),
+        checkers.lost_pages(pages, fetched, seen, orphans, false_positives, queued),
         checkers.fetched_again(fetched.elements(), faults),
         checkers.exported_once(items, expected),
-        checkers.hub_memory(memory, budget, warm_at, held),
+        checkers.hub_memory(memory, budget, warm_at, held, rest=rest),
         checkers.worker_rss(rss, warmup=warmup, full=full),
         checkers.schedule_played(len(record["plan"]), faults, crawl_end),
         recovery,

@@ -53,9 +53,11 @@ def plan(
     limited_hosts: tuple[int, ...],
     seed: int,
     sentinel: bool = False,
+    cut: bool = True,
 ) -> list[Planned]:
-    """The schedule of a soak of ``duration`` seconds. One-line ValueError for a soak that cannot
-    have one (what to change is in the message)."""
+    """The schedule of a soak of ``duration`` seconds (``sentinel``: on three hubs, so a failover
+    may strike; ``cut``: a worker can be cut from the hub). One-line ValueError for a soak that
+    cannot have one (what to change is in the message)."""
     if not every > 0:
         raise ValueError(f"the fault interval must be above 0 s, got {every}")
     if not 0 <= warmup < duration - every:
@@ -65,7 +67,7 @@ def plan(
         )
     if not workers:
         raise ValueError("the soak needs at least one worker")
-    kinds = [k for k in KINDS if sentinel or k != "failover"]
+    kinds = [k for k in KINDS if (sentinel or k != "failover") and (cut or k != "cut-worker")]
     if not proxies:
         kinds.remove("stop-proxy")
     if not limited_hosts:

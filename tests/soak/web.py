@@ -16,6 +16,10 @@ the web until SIGTERM; it prints ``ready`` once every socket listens. Each answe
 to the access log: ``time client host path status`` (what the soak's checkers read). On
 ``127.0.0.1:A``, ``POST /storm?host=H&seconds=S`` makes host H ban every address for S seconds
 (the soak's ban storm).
+
+With ``--domain D`` (the soak in the lab, whose hosts cannot reach another host's loopback) the
+hosts are names instead, ``h<i>.D``, all served on one address (``--listen``) and told apart by
+the request's Host header; the lab's hosts resolve them through ``/etc/hosts``.
 """
 
 from __future__ import annotations
@@ -79,9 +83,14 @@ class Web:
 
     seed: int
     hosts: tuple[Host, ...]
+    # Empty: each host is a loopback address. Else each is the name h<i>.<domain>, one address
+    # serving them all (the lab: its hosts resolve the names through /etc/hosts).
+    domain: str = ""
 
     @classmethod
-    def draw(cls, hosts: int, pages: int, seed: int) -> Web:
+    def draw(cls, hosts: int, pages: int, seed: int, domain: str = "") -> Web:
+        if domain and not all(p.isascii() and p.isalnum() for p in domain.split(".")):
+            raise ValueError(f"--domain must be dot-separated letters and digits, got {domain!r}")
         if not 1 <= hosts <= MAX_HOSTS:
             raise ValueError(f"--hosts must be from 1 to {MAX_HOSTS}, got {hosts}")
         if pages < hosts:
@@ -106,10 +115,25 @@ class Web:
                     size=int(rng.lognormvariate(7, 1)),  # median ~1 KB, a long tail
                 )
             )
-        return cls(seed, tuple(drawn))
+        return cls(seed, tuple(drawn), domain.lower())
+
+    def name(self, host: int) -> str:
+        """Host ``host`` as URLs, the access log and the politeness budget name it."""
+        return f"h{host}.{self.domain}" if self.domain else address(host)
+
+    def index(self, name: str) -> int | None:
+        """The host a name (or a loopback address) is, None for any other."""
+        if not self.domain:
+            return index_of(name)
+        first, _, domain = name.lower().partition(".")
+        number = first.removeprefix("h")
+        # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit accepts
+        if domain != self.domain or first[:1] != "h" or not number.isdecimal():
+            return None
+        return int(number) if int(number) < len(self.hosts) and str(int(number)) == number else None
 
     def url(self, host: int, page: int, port: int) -> str:
-        return f"http://{address(host)}:{port}{self.path(page)}"
+        return f"http://{self.name(host)}:{port}{self.path(page)}"
 
     @staticmethod
     def path(page: int) -> str:
@@ -118,7 +142,7 @@ class Web:
     def logged(self, host: int, page: int) -> str:
         """A page as the access log names it (its host's address and its path, no port): how
         the harness and the judging count the pages fetched."""
-        return f"{address(host)}{self.path(page)}"
+        return f"{self.name(host)}{self.path(page)}"
 
     def links(self, host: int, page: int) -> list[tuple[int, int]]:
         """``(host, page)`` of each link on a page: its children, another host's root and, on a
@@ -206,17 +230,25 @@ class Server:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         local, client = writer.get_extra_info("sockname")[0], writer.get_extra_info("peername")[0]
-        index = index_of(local)
+        index = None if self.web.domain else index_of(local)
         try:
-            while index is not None:
+            while self.web.domain or index is not None:  # an address that is no host: closed
                 request = await reader.readuntil(b"\r\n\r\n")
                 parts = request.split(b" ", 2)
                 path = parts[1].decode("latin-1") if len(parts) > 2 else ""
                 if path.startswith("http://"):  # a forward proxy's absolute form
                     path = "/" + path.removeprefix("http://").partition("/")[2]
+                if self.web.domain:  # named hosts: the Host header says which
+                    index = self.web.index(_host_header(request))
+                    if index is None:
+                        writer.write(_answer(404, b"<h1>no such host</h1>", CLOSE))
+                        await writer.drain()
+                        break
+                assert index is not None
                 status, data = await self.respond(self.web.hosts[index], client, path)
                 # logged before it is sent: a client that has its answer finds it in the log
-                self.log.write(f"{time.time():.3f} {client} {local} {path} {status}\n")
+                name = self.web.name(index)
+                self.log.write(f"{time.time():.3f} {client} {name} {path} {status}\n")
                 writer.write(data)
                 await writer.drain()
                 if b"connection: close" in request.lower():
@@ -241,6 +273,15 @@ class Server:
         return 200, _answer(200, self.web.page(host.index, int(number), self.port))
 
 
+def _host_header(request: bytes) -> str:
+    """The host named by a request's Host header, without its port ('' when it has none)."""
+    for line in request.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "host":
+            return value.strip().rpartition(":")[0] or value.strip()
+    return ""
+
+
 async def _admin(
     server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
@@ -260,11 +301,14 @@ async def _admin(
     writer.close()
 
 
-async def serve(web: Web, port: int, access_log: Path, seed: int, admin_port: int) -> None:
+async def serve(
+    web: Web, port: int, access_log: Path, seed: int, admin_port: int, listen: str = ""
+) -> None:
     with access_log.open("a", buffering=1) as log:
         server = Server(web, port, log, seed)
+        addresses = [listen or "0.0.0.0"] if web.domain else [h.address for h in web.hosts]
         listening = await asyncio.start_server(
-            server.handle, host=[h.address for h in web.hosts], port=port, backlog=512
+            server.handle, host=addresses, port=port, backlog=512
         )
         await asyncio.start_server(
             lambda r, w: _admin(server, r, w), host="127.0.0.1", port=admin_port
@@ -286,13 +330,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--access-log", type=Path, required=True)
     parser.add_argument("--admin-port", type=int, required=True, help="127.0.0.1: ban storms")
+    parser.add_argument(
+        "--domain", default="", help="hosts named h<i>.DOMAIN (by the Host header), not addresses"
+    )
+    parser.add_argument("--listen", default="", help="with --domain: the address (0.0.0.0)")
     args = parser.parse_args(argv)
     try:
-        web = Web.draw(args.hosts, args.pages, args.seed)
+        web = Web.draw(args.hosts, args.pages, args.seed, args.domain)
     except ValueError as exc:
         print(f"web.py: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(serve(web, args.port, args.access_log, args.seed, args.admin_port))
+    asyncio.run(serve(web, args.port, args.access_log, args.seed, args.admin_port, args.listen))
     return 0
 
 

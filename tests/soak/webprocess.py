@@ -21,13 +21,16 @@ def start_web(
     seed: int,
     access_log: Path,
     timeout: float = 60.0,
+    domain: str = "",
 ) -> subprocess.Popen[bytes]:
     """``web.py`` on ``port`` (its admin on ``admin_port``), its output in ``out``, once it says
     ``ready``; a web that exits first fails with its output, one that never says it within
-    ``timeout`` seconds is killed."""
+    ``timeout`` seconds is killed. With ``domain``, its hosts are names on 127.0.0.1."""
     argv = [sys.executable, str(WEB), "--port", str(port), "--hosts", str(hosts), "--pages",
             str(pages), "--seed", str(seed), "--access-log", str(access_log), "--admin-port",
             str(admin_port)]  # fmt: skip
+    if domain:
+        argv += ["--domain", domain, "--listen", "127.0.0.1"]
     proc = start_process(argv, out)
 
     def ready() -> bool:

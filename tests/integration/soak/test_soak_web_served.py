@@ -110,3 +110,34 @@ def test_a_ban_storm_refuses_every_address_of_one_host_for_its_time(served: Serv
             answer = http.post(f"{admin}/storm?{bad}")
             assert answer.status_code == 400, bad
             assert answer.text == "POST /storm?host=H&seconds=S"
+
+
+def test_named_hosts_are_told_apart_by_the_host_header(tmp_path: Path) -> None:
+    """The lab's web (``--domain``): one address serves every host, named by the Host header;
+    the links and the access log use the names; a name that is no host of the web is a 404."""
+    web = Web.draw(HOSTS, PAGES, 3, "soak.test")
+    port, admin, log = free_port(), free_port(), tmp_path / "access.log"
+    out = tmp_path / "web.out"
+    proc = start_web(out, port, admin, HOSTS, PAGES, 3, log, timeout=30, domain="soak.test")
+    try:
+        with httpx.Client(trust_env=False, timeout=10) as http:
+            for host in (0, HOSTS - 1):
+                named = {"Host": f"{web.name(host)}:{port}"}
+                answer = http.get(f"http://127.0.0.1:{port}/p/0", headers=named)
+                assert answer.status_code == 200
+                assert f"<h1>{host}/0</h1>" in answer.text
+                for linked in web.links(host, 0):
+                    assert (
+                        f'href="http://{web.name(linked[0])}:{port}/p/{linked[1]}"' in answer.text
+                    )
+            for other in (f"h{HOSTS}.soak.test", "h1.other.test", "h01.soak.test", "127.0.0.1"):
+                answer = http.get(f"http://127.0.0.1:{port}/p/0", headers={"Host": other})
+                assert answer.status_code == 404, other
+        lines = log.read_text().splitlines()
+        assert [line.split()[2:] for line in lines] == [
+            ["h0.soak.test", "/p/0", "200"],
+            [f"h{HOSTS - 1}.soak.test", "/p/0", "200"],
+        ]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0, log_tail(out)

@@ -61,6 +61,26 @@ def test_lost_pages_are_excused_only_as_the_bloom_filters_expected_false_positiv
     assert not other.ok and other.evidence == ("/9",)
 
 
+def test_pages_still_queued_when_a_crawl_did_not_finish_are_waiting_not_lost() -> None:
+    reachable = [f"/{i}" for i in range(100)]
+    fetched = reachable[30:]
+    # 20 found and still queued when the soak stopped, 10 linked only from them
+    waiting = lost_pages(reachable, fetched, reachable[:20], reachable[20:30], 0.5, queued=20)
+    assert waiting.ok, waiting
+    assert waiting.summary == (
+        "70 of 100 reachable pages fetched, 30 not fetched: 20 still queued when the soak "
+        "stopped (the crawl did not finish), 0 the Bloom filter took for seen (expected 0.5, at "
+        "most 4), 10 linked only from lost pages, 0 otherwise"
+    )
+    # a queue holding fewer than the pages it owes dropped some: those are lost
+    dropped = lost_pages(reachable, fetched, reachable[:20], reachable[20:30], 0.5, queued=12)
+    assert not dropped.ok
+    assert dropped.evidence == ("8 taken for seen, more than the 4 the filter explains",)
+    # queued requests excuse only pages the filter answers yes for, never one it does not
+    other = lost_pages(reachable, fetched, reachable[:19], reachable[20:30], 0.5, queued=50)
+    assert not other.ok and other.evidence == ("/19",)
+
+
 def test_the_expected_false_positives_are_what_a_bloom_filter_makes() -> None:
     # A real filter of m bits and k hashes: count the fresh items it takes for seen as it
     # fills, over many runs, against the expectation the lost-pages checker is given.
@@ -127,9 +147,28 @@ def test_hub_memory_catches_a_breach_of_the_budget_and_growth_once_warm() -> Non
     assert hub_memory(Samples.of(leaking), budget=64 * MIB, warm_at=60, held=queue).ok
     rest = hub_memory(Samples.of(leaking), budget=64 * MIB, warm_at=60, held=Samples.of(
         [(60, 10 * MIB), (120, 10 * MIB), (180, 10 * MIB)]))  # fmt: skip
-    assert not rest.ok and rest.evidence[0].endswith("(limit 10%), less the queue and the filter")
+    assert not rest.ok and rest.evidence[0].endswith("(limit 10%) (less the queue and the filter)")
     assert not hub_memory(Samples(), budget=64 * MIB, warm_at=0).ok
     assert not hub_memory(Samples.of([(0, MIB)]), budget=64 * MIB, warm_at=60).ok
+
+
+def test_hub_memory_judges_the_rest_measured_directly_by_its_quarters() -> None:
+    """Measured directly (other keys and buffers), the rest is judged flat by the medians of its
+    first and last quarters after warm-up: a buffer that comes and goes passes, a climb fails,
+    and the budget is still the whole memory's."""
+    whole = Samples.of((t, 100 * MIB) for t in range(0, 400, 5))
+    spiky = Samples.of((t, (5 + 2 * (t % 50 == 0)) * MIB) for t in range(0, 400, 5))
+    verdict = hub_memory(whole, budget=128 * MIB, warm_at=60, rest=spiky)
+    assert verdict.ok, verdict
+    assert verdict.summary.endswith("+0.0% after warm-up (the rest: other keys, buffers)")
+    climbing = Samples.of((t, (5 + t / 200) * MIB) for t in range(0, 400, 5))  # +33 % by the end
+    leak = hub_memory(whole, budget=128 * MIB, warm_at=60, rest=climbing)
+    assert not leak.ok and leak.evidence[0].startswith("grew ")
+    assert not hub_memory(whole, budget=64 * MIB, warm_at=60, rest=spiky).ok  # over its budget
+    # by subtraction it is still judged from its first sample to its largest: a remainder that
+    # rises and then drifts below zero (the second full soak's) is not called flat
+    drifting = Samples.of([(60, 4.6 * MIB), (300, 5.4 * MIB), (900, 1 * MIB), (1800, -3 * MIB)])
+    assert not hub_memory(drifting, budget=128 * MIB, warm_at=60).ok
 
 
 def test_worker_rss_judges_each_process_after_its_own_warm_up() -> None:

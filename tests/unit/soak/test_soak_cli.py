@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parents[3]
             "soak: error: --workers must be at least 1 and --max-minutes at least --minutes",
         ),
         (["--minutes", "x"], "argument --minutes: invalid float value: 'x'"),
+        (["--lab", "--per-host", "0"], "soak: error: --per-host must be at least 1"),
+        (["--seen-cache", "0"], "soak: error: --seen-cache must be at least 1"),
+        (["--seen-cache", "lots"], "soak: error: argument --seen-cache: invalid int value: 'lots'"),
     ],
 )
 def test_a_soak_that_cannot_run_says_why_in_one_line(

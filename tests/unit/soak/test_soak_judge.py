@@ -25,6 +25,7 @@ def _record(faults: list[dict[str, Any]], planned: int) -> dict[str, Any]:
          "seen_cache": {"w1:10": min(t * 1000, CACHE)}}
         for t in range(0, 400, 5)
     ]  # fmt: skip
+    samples[-1].update(queued=0, leased=0)  # taken once the workers stopped, the crawl done
     return {
         "args": {"hosts": str(HOSTS), "pages": str(PAGES), "seed": str(SEED), "every": "240",
                  "warmup": "30"},

@@ -53,6 +53,9 @@ def test_faults_are_spaced_never_overlap_and_leave_time_to_recover(
 def test_no_proxy_or_limited_host_means_no_fault_of_that_kind() -> None:
     kinds = {f.kind for f in soak(proxies=(), limited_hosts=(), duration=20000.0)}
     assert kinds == set(KINDS) - {"stop-proxy", "ban-storm", "failover"}
+    # where a worker cannot be cut from the hub, no cut strikes
+    uncut = {f.kind for f in soak(cut=False, sentinel=True, duration=20000.0)}
+    assert uncut == set(KINDS) - {"cut-worker"}
 
 
 @pytest.mark.parametrize(

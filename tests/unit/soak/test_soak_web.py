@@ -75,6 +75,26 @@ def test_an_address_that_is_no_host_of_the_web_is_none(other: str) -> None:
     assert index_of(other) is None
 
 
+@given(st.integers(0, 99), st.text(max_size=20))
+def test_named_hosts_map_both_ways_and_nothing_else_is_a_host(index: int, other: str) -> None:
+    web = Web.draw(100, 200, seed=1, domain="soak.lab")
+    assert web.index(web.name(index)) == index
+    assert web.url(index, 3, 80) == f"http://h{index}.soak.lab:80/p/3"
+    assert web.logged(index, 3) == f"h{index}.soak.lab/p/3"
+    found = web.index(other)  # any other text: no host, or the host of exactly that name
+    assert found is None or web.name(found) == other.lower()
+    bad_names = ("h100.soak.lab", "h-1.soak.lab", "h01.soak.lab", "h1.soak.lab.evil", "h1",
+                 "h².soak.lab", "x1.soak.lab", "h.soak.lab")  # fmt: skip
+    for bad in bad_names:
+        assert web.index(bad) is None
+
+
+@pytest.mark.parametrize("domain", ["soak lab", "soak..lab", "soak/lab", ".lab"])
+def test_a_domain_that_cannot_name_hosts_is_one_line(domain: str) -> None:
+    with pytest.raises(ValueError, match=r"^--domain must be dot-separated letters and digits"):
+        Web.draw(10, 20, seed=1, domain=domain)
+
+
 def test_the_limiter_bans_an_address_over_the_limit_for_the_ban_and_no_other() -> None:
     host = Host(0, 10, 0.0, limit=2, ban=5.0, retry_after=False, fail=0.0, size=0)
     free = Host(1, 10, 0.0, limit=0, ban=5.0, retry_after=False, fail=0.0, size=0)

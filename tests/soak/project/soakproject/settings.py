@@ -2,6 +2,8 @@
 fleet (REDIS_URL, the pools) comes from the worker environment, as on a worker host; nothing
 about the target's limits is written here (the politeness budget learns them)."""
 
+import os
+
 BOT_NAME = "soakproject"
 SPIDER_MODULES = ["soakproject.spiders"]
 NEWSPIDER_MODULE = "soakproject.spiders"
@@ -16,3 +18,7 @@ RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429, 403]
 LOG_LEVEL = "INFO"
 
 ADDONS = {"crawlfleet.addon.Fleet": 0}
+
+# run.py --seen-cache: the soak judges each worker's RSS once this cache is full
+if os.environ.get("SOAK_SEEN_CACHE"):
+    SCHEDULER_SEEN_CACHE = int(os.environ["SOAK_SEEN_CACHE"])

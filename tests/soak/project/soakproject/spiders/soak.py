@@ -1,8 +1,10 @@
-"""The soak's spider: from the roots it is given, follow every link; one item per page (its id is
+"""The soak's spider: from the roots it is given (``-a roots=URL,URL``, or ``SOAK_ROOTS`` in its
+environment, as the lab's workers get it), follow every link; one item per page (its id is
 ``host/page``, the page's ``<h1>``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +16,7 @@ class SoakSpider(scrapy.Spider):
 
     def __init__(self, roots: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        roots = roots or os.environ.get("SOAK_ROOTS", "")
         self.roots = [url for url in roots.split(",") if url]
 
     async def start(self) -> Any:
