@@ -98,6 +98,13 @@ print(json.dumps(found))
 """
 
 
+class _Indented(yaml.SafeDumper):
+    """Lists indented under their key, as the inventory writes them (yamllint passes)."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
 @dataclass
 class LabWorker:
     """One soak unit: its name in the schedule (host and number), its host and its unit."""
@@ -231,7 +238,7 @@ class LabSoak(Soak):
             yaml.safe_load(CRAWLER_DEFAULTS.read_text())["crawler_projects"]
         )
         projects.append(soak_project(PROJECT, self.roots, self.args.per_host, self.args.seen_cache))
-        added = yaml.safe_dump({"crawler_projects": projects}, sort_keys=False)
+        added = yaml.dump({"crawler_projects": projects}, Dumper=_Indented, sort_keys=False)
         GROUP_VARS.write_text(
             f"{self._original_vars}\n# Added by tests/soak/lab.py (make soak-lab) while it runs.\n"
             + added
