@@ -126,6 +126,7 @@ class LabSoak(Soak):
         self.port = PORT
         self.admin = ADMIN
         self.workers: list[Any] = self._units()
+        args.workers = len(self.workers)  # what the record and the report say ran
         self._pids: dict[str, tuple[str, int]] = {}  # worker name -> (host, pid) last seen
         self._redis_unit = ""
         self._original_vars = ""

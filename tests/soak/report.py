@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -76,24 +77,33 @@ def page(record: dict[str, Any]) -> str:
     for s in ok:
         for process, value in s["rss"].items():
             rss.setdefault(process, []).append((s["t"], value / 2**20))
+    # a count per sample over the time since the one before (a sample that took long, as one
+    # over ssh to a host cut from the network does, counts more than its 5 s)
+    since = [step] + [max(b["t"] - a["t"], 1e-3) for a, b in pairwise(ok)]
+    memory = {
+        "used_memory": [(s["t"], s["memory"] / 2**20) for s in ok],
+        "less the items stream": [(s["t"], (s["memory"] - s["items_memory"]) / 2**20)
+                                  for s in ok],
+    }  # fmt: skip
+    if ok and all("other_memory" in s for s in ok):  # the rest, measured directly
+        memory["other keys and buffers"] = [
+            (s["t"], (s["other_memory"] + s["buffers_memory"]) / 2**20) for s in ok
+        ]
+    else:
+        memory["less the items, the queue and the filter"] = [
+            (s["t"], (s["memory"] - s["items_memory"] - s.get("queue_memory", 0)
+                      - s.get("filter_memory", 0)) / 2**20) for s in ok]  # fmt: skip
     charts = [
-        chart("pages/s", {"served": [(s["t"], s["served"] / step) for s in ok]}, faults, start,
-              "pages/s"),
-        chart("hub memory", {
-            "used_memory": [(s["t"], s["memory"] / 2**20) for s in ok],
-            "less the items stream": [(s["t"], (s["memory"] - s["items_memory"]) / 2**20)
-                                      for s in ok],
-            "less the items, the queue and the filter": [
-                (s["t"], (s["memory"] - s["items_memory"] - s.get("queue_memory", 0)
-                          - s.get("filter_memory", 0)) / 2**20) for s in ok]},
-              faults, start, "MiB"),
+        chart("pages/s", {"served": [(s["t"], s["served"] / d) for s, d in zip(ok, since)]},
+              faults, start, "pages/s"),
+        chart("hub memory", memory, faults, start, "MiB"),
         chart("worker RSS", rss, faults, start, "MiB"),
         chart("queue", {"queued": [(s["t"], s["queued"] or 0) for s in ok],
                         "leased": [(s["t"], s["leased"] or 0) for s in ok]}, faults, start,
               "requests"),
         chart("refused and failed/s", {
-            "403/429": [(s["t"], s["refused"] / step) for s in ok],
-            "500": [(s["t"], s["failed"] / step) for s in ok]}, faults, start, "/s"),
+            "403/429": [(s["t"], s["refused"] / d) for s, d in zip(ok, since)],
+            "500": [(s["t"], s["failed"] / d) for s, d in zip(ok, since)]}, faults, start, "/s"),
     ]  # fmt: skip
     verdicts = "".join(
         f"<li><b>{'PASS' if v['ok'] else 'FAIL'}</b> {html.escape(v['name'])}: "
