@@ -264,13 +264,10 @@ class LabSoak(Soak):
 
     # -- sampling ----------------------------------------------------------------------------
 
-    def new_access(self) -> bytes:
-        out = self.crawl.ssh(
-            WEB_HOST, f"sudo tail -c +{self._offset + 1} {REMOTE}/access.log", timeout=120
+    def access_from(self, offset: int) -> bytes:
+        return self.crawl.ssh(
+            WEB_HOST, f"sudo tail -c +{offset + 1} {REMOTE}/access.log", timeout=120
         ).stdout.encode()
-        end = out.rfind(b"\n") + 1
-        self._offset += end
-        return out[:end]
 
     def _hub_python(self, code: str) -> Any:
         return self.crawl.worker_python(PRELUDE + SOURCES + code)

@@ -185,12 +185,16 @@ class Soak:
 
     def new_access(self) -> bytes:
         """The access log's bytes written since the last call (whole lines only)."""
-        with self.access_log.open("rb") as f:
-            f.seek(self._offset)
-            data = f.read()
+        data = self.access_from(self._offset)
         end = data.rfind(b"\n") + 1
         self._offset += end
         return data[:end]
+
+    def access_from(self, offset: int) -> bytes:
+        """The access log from byte ``offset`` on, as far as it is written."""
+        with self.access_log.open("rb") as f:
+            f.seek(offset)
+            return f.read()
 
     def hub_numbers(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The hub's memory and its parts (:func:`hub_numbers`), and the crawl's snapshot with
