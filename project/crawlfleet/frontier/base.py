@@ -422,8 +422,12 @@ class FrontierScheduler(BaseScheduler):
         """Run a write ``script``; with ``SCHEDULER_WAIT_REPLICAS``, also ``WAIT`` for replicas.
 
         Script and WAIT go in one round trip on one connection (WAIT counts that connection's
-        writes). Too few replicas within ``SCHEDULER_WAIT_TIMEOUT`` raise ``NotReplicated``, a
-        Redis error: the caller keeps the work and retries it, as after any Redis failure.
+        writes): ``EVALSHA`` itself, not redis-py's script object, which would first ask
+        ``SCRIPT EXISTS`` in a round trip of its own. A hub that lost the script (restarted,
+        failed over, ``SCRIPT FLUSH``) answers NOSCRIPT without running anything: it is loaded
+        and the write sent again. Too few replicas within ``SCHEDULER_WAIT_TIMEOUT`` raise
+        ``NotReplicated``, a Redis error: the caller keeps the work and retries it, as after any
+        Redis failure.
         """
         want = self._wait_replicas()
         if not want:
@@ -432,10 +436,13 @@ class FrontierScheduler(BaseScheduler):
         try:
             # A cluster pipeline runs no script and sends WAIT to every primary on other
             # connections: both go to the node of the crawl's slot, on one connection.
-            pipe = replicas.node_client(self.client, keys[0]).pipeline(transaction=False)
-            script(keys=keys, args=args, client=pipe)
-            pipe.wait(want, self.config.wait_timeout_ms)
-            result, acked = pipe.execute()
+            node = replicas.node_client(self.client, keys[0])
+            result, acked = self._script_and_wait(node, script, keys, args, want)
+            if isinstance(result, redis.exceptions.NoScriptError):
+                node.script_load(script.script)
+                result, acked = self._script_and_wait(node, script, keys, args, want)
+            if isinstance(result, Exception):
+                raise result
         except redis.RedisError:
             if cluster:  # that node died or lost the slot (MOVED): learn the slots again
                 with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
@@ -450,6 +457,19 @@ class FrontierScheduler(BaseScheduler):
             raise problem
         self._waiting(None)
         return result
+
+    def _script_and_wait(
+        self, node: redis.Redis, script: Any, keys: list[str], args: list[Any], want: int
+    ) -> tuple[Any, Any]:
+        """One round trip: ``script``'s EVALSHA, then WAIT; the script's error is returned in
+        place (WAIT still answers: nothing of a NOSCRIPT was written)."""
+        pipe = node.pipeline(transaction=False)
+        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        pipe.wait(want, self.config.wait_timeout_ms)
+        result, acked = pipe.execute(raise_on_error=False)
+        if isinstance(acked, Exception):
+            raise acked
+        return result, acked
 
     def _waiting(self, what: str | None, why: str = "") -> None:
         """Say in the worker's record (``crawlfleet status``) what it waits for since when, or

@@ -117,3 +117,37 @@ def test_an_enqueue_too_few_replicas_confirm_is_kept_and_sent_again(
         assert scheduler.client.zcard("waits:requests") == 1  # stored once
     finally:
         scheduler.close("finished")
+
+
+def test_an_enqueue_waited_for_is_one_round_trip_and_survives_a_lost_script(
+    steady_group: SentinelGroup,
+) -> None:
+    """EVALSHA and WAIT in one round trip (no SCRIPT EXISTS before them, as redis-py's script
+    object in a pipeline sends); a primary that lost the script (SCRIPT FLUSH, as after a restart
+    or a failover to a fresh one) answers NOSCRIPT, and the enqueue loads it and is stored once."""
+    settings = {
+        "REDIS_URL": steady_group.url(db=9),
+        "DUPEFILTER_CLASS": "crawlfleet.frontier.dupefilter.SetDupeFilter",
+        "SCHEDULER_WAIT_REPLICAS": 2,
+        "POLITENESS_ENABLED": False,
+    }
+    crawler = get_crawler(type("Durable", (Spider,), {"name": "durable"}), settings)
+    crawler.spider = crawler._create_spider()
+    scheduler = Scheduler.from_crawler(crawler)
+    scheduler.open(crawler.spider)
+    primary = steady_group.node_client(steady_group.primary_port())
+
+    def calls(command: str) -> int:
+        return int(primary.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+    try:
+        exists, waits = calls("script|exists"), calls("wait")
+        scheduler.enqueue_request(Request("https://a.test/1"))
+        primary.script_flush()
+        scheduler.enqueue_request(Request("https://a.test/2"))
+        assert not scheduler._pending  # both acknowledged by the two replicas
+        assert calls("wait") >= waits + 2  # they were waited for
+        assert calls("script|exists") == exists  # and never asked about the script first
+        assert scheduler.client.zcard("durable:requests") == 2  # each stored once
+    finally:
+        scheduler.close("finished")
