@@ -76,7 +76,7 @@ demo: install ## bring up the lab, provision it with site.yml, crawl the demo si
 bench: install ## benchmarks side by side with scrapy-redis; results in results/bench.{json,md}
 	@scripts/bench.sh
 
-soak: install ## a long crawl of a synthetic web under a schedule of faults, judged by its checkers; report in results/soak/ (SOAK_ARGS; not in make test)
+soak: install ## a long crawl of a synthetic web on three hubs (Sentinels) under a schedule of faults, judged by its checkers; report in results/soak/ (SOAK_ARGS; not in make test)
 	@scripts/soak.sh
 
 soak-lab: install ## the soak on a fresh lab's hosts (faults struck with systemctl and docker), judged alike; report in results/soak-lab/ (SOAK_ARGS; not in make test)

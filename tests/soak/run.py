@@ -1,17 +1,18 @@
 """`make soak` (issue 37): a long crawl of the synthetic web under a schedule of faults, judged by
 the checkers, with a report.
 
-Every part is a real process on loopback: the hub's redis-server (AOF on, as the role configures
-it), the synthetic web (``web.py``), the demo site (the account pool's login target), three forward
-proxies leaving from 127.0.0.2-4, the proxy and account pools, and ``--workers`` processes of
-``scrapy crawl soak`` (``project/``: a classic project with the fleet's add-on, nothing of the
-target written in). Each worker reaches the hub through its own relay (``relay.py``), so one can be
+Every part is a real process on loopback: the hub (``hubs.py``: by default a primary, two replicas
+and three Sentinels, AOF on, as the role configures them; ``--hubs 1``: one redis-server), the
+synthetic web (``web.py``), the demo site (the account pool's login target), three forward proxies
+leaving from 127.0.0.2-4, the proxy and account pools, and ``--workers`` processes of ``scrapy
+crawl soak`` (``project/``: a classic project with the fleet's add-on, nothing of the target
+written in). Each worker reaches the hub through relays of its own (``relay.py``), so one can be
 cut from the hub. The faults (``schedule.py``) strike over ``--minutes``; the crawl then runs on
 until every page is fetched (or ``--max-minutes``). A sampler records, every ``SAMPLE`` seconds,
-the pages served and refused, the hub's memory, each worker process's RSS and the queue. At the
-end the workers are stopped as an operator stops them, the items are exported with `crawlfleet
-export`, and ``judge.py`` applies the checkers (``checkers.py``) and writes ``soak.json``,
-``soak.html`` and ``soak.png`` into ``--out``.
+the pages served and refused, the hub's memory, each worker process's RSS and the queue. At the end
+the workers are stopped as an operator stops them, the items are exported with `crawlfleet export`,
+and ``judge.py`` applies the checkers (``checkers.py``) and writes ``soak.json``, ``soak.html`` and
+``soak.png`` into ``--out``.
 
     scripts/soak.sh --minutes 45 --hosts 1000 --pages 1000000 --workers 3
 """
@@ -40,6 +41,7 @@ from book_lab import ACCOUNT_KEY, PROXY_KEY, Lab
 from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
 from soak import checkers, schedule
+from soak.hubs import OneHub, ThreeHubs, start_hubs
 from soak.judge import ITEMS, access_lines, conclude
 from soak.relay import Relay
 from soak.web import Web
@@ -51,8 +53,6 @@ from support.waiting import wait_until
 from crawlfleet.hub.keys import SpiderKeys
 from crawlfleet.settingtable import default
 from crawlfleet.views.crawl import spider_snapshot
-
-from redis_server import RedisServer, start_redis
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "project"
@@ -83,10 +83,10 @@ class SetupError(RuntimeError):
 
 @dataclass
 class Worker:
-    """One worker's place in the fleet: its name, relay to the hub and its current process."""
+    """One worker's place in the fleet: its name, relays to the hub and its current process."""
 
     name: str
-    relay: Relay
+    relays: list[Relay]
     log: Path
     proc: subprocess.Popen[bytes] | None = None
 
@@ -115,7 +115,7 @@ class Soak:
         self.faults: list[checkers.Fault] = []
         self.fetched: Counter[str] = Counter()  # path@host of every 200
         self.workers: list[Worker] = []
-        self.hub: RedisServer
+        self.hub: OneHub | ThreeHubs
         self.lab: Lab
         self.env: dict[str, str] = {}
         self.roots = ""
@@ -139,14 +139,13 @@ class Soak:
 
     def sentinel(self) -> bool:
         """Whether the soak runs on three hubs with Sentinels (a failover can strike)."""
-        return False
+        return int(getattr(self.args, "hubs", 1)) == 3
 
     # -- bring-up ---------------------------------------------------------------------------
 
     def start(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
-        (self.work / "hub").mkdir(exist_ok=True)
-        self.hub = start_redis(self.work / "hub")
+        self.hub = start_hubs(self.work / "hub", self.args.hubs)
         args = self.args
         self.web_proc = start_web(
             self.work / "web.log", self.port, self.admin, args.hosts, args.pages, args.seed,
@@ -169,14 +168,13 @@ class Soak:
             PYTHONPATH=str(PROJECT),
         )
         for i in range(self.args.workers):
-            relay = Relay(free_port(), ("127.0.0.1", self.hub.port)).start()
-            worker = Worker(f"w{i + 1}", relay, self.work / f"w{i + 1}.log")  # the plan's names
+            worker = Worker(f"w{i + 1}", self.hub.relays(), self.work / f"w{i + 1}.log")
             self.workers.append(worker)
             self.start_worker(worker)
         self.started = time.time()
 
     def start_worker(self, worker: Worker) -> None:
-        env = {**self.env, "REDIS_URL": f"redis://127.0.0.1:{worker.relay.port}/0",
+        env = {**self.env, "REDIS_URL": self.hub.worker_url(worker.relays),
                "SOAK_SEEN_CACHE": str(self.args.seen_cache)}  # fmt: skip
         argv = [str(BIN / "scrapy"), "crawl", SPIDER, "-a", f"roots={self.roots}"]
         worker.proc = start_process(argv, worker.log, env=env, cwd=PROJECT)
@@ -302,12 +300,11 @@ class Soak:
             worker.proc.wait(30)
             self.start_worker(worker)
         elif kind == "freeze-hub":
-            self.hub.process.send_signal(signal.SIGSTOP)
-            time.sleep(planned.hold)
-            self.hub.process.send_signal(signal.SIGCONT)
+            self.hub.freeze(planned.hold)
         elif kind == "restart-hub":
-            self.hub.stop()
-            self.hub.start()
+            self.hub.restart()
+        elif kind == "failover":
+            self.hub.failover()
         elif kind == "stop-proxy":
             service = next(s for s in self.lab.proxy_services if target in s.name)
             service.stop()
@@ -327,9 +324,11 @@ class Soak:
                 self.start_worker(w)
                 time.sleep(SAMPLE)
         elif kind == "cut-worker" and worker:
-            worker.relay.cut()
+            for relay in worker.relays:
+                relay.cut()
             time.sleep(planned.hold)
-            worker.relay.heal()
+            for relay in worker.relays:
+                relay.heal()
         return in_flight
 
     def _injector(self, plan: list[schedule.Planned]) -> None:
@@ -449,7 +448,8 @@ class Soak:
         for w in self.workers:
             if w.proc:
                 stop_process(w.proc, timeout=30)
-            w.relay.stop()
+            for relay in w.relays:
+                relay.stop()
         if hasattr(self, "lab"):
             self.lab.close()
         if hasattr(self, "web_proc"):
@@ -557,6 +557,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--pages", type=int, default=1_000_000)
     parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument(
+        "--hubs", type=int, choices=(1, 3),
+        help="on loopback: 3 (the default) runs a primary, two replicas and three Sentinels and "
+        "a failover is one of the faults; 1 runs one hub as most fleets do. --lab: the lab's hub",
+    )  # fmt: skip
     parser.add_argument("--every", type=float, default=240, help="seconds between faults")
     parser.add_argument("--warmup", type=float, default=120, help="seconds before the first")
     parser.add_argument("--seed", type=int, default=37)
@@ -590,6 +595,9 @@ def main(argv: list[str]) -> int:
         parser.error("--per-host must be at least 1")
     if args.seen_cache < 1:
         parser.error("--seen-cache must be at least 1")
+    if args.lab and args.hubs not in (None, 1):
+        parser.error("--hubs: the lab soak runs on the lab's one hub (make lab-ha fails it over)")
+    args.hubs = args.hubs or (1 if args.lab else 3)
     try:
         if args.lab:
             from soak.lab import LabSoak  # the lab's helpers (scripts/labcrawl.py) only then

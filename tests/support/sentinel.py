@@ -47,6 +47,7 @@ class Node:
     port: int
     process: subprocess.Popen[bytes]
     log: Path
+    argv: list[str] = field(default_factory=list)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -62,6 +63,8 @@ class SentinelGroup:
     sentinel_password: str = SENTINEL_PASSWORD
     tls: TlsFiles | None = None
     acl: bool = False
+    down_after_ms: int = DOWN_AFTER_MS
+    failover_timeout_ms: int = FAILOVER_TIMEOUT_MS
     nodes: list[Node] = field(default_factory=list)
     sentinels: list[Node] = field(default_factory=list)
 
@@ -89,12 +92,12 @@ class SentinelGroup:
             return {}
         return {"ssl": True, "ssl_ca_certs": str(self.tls.ca_cert), "ssl_check_hostname": False}
 
-    def node_client(self, port: int) -> redis.Redis:
+    def node_client(self, port: int, socket_timeout: float = 2) -> redis.Redis:
         """A client of one server: the operator user with ``acl``."""
         login: dict[str, Any] = {"password": self.password}
         if self.acl:
             login = {"username": "operator", "password": ACL_PASSWORDS["operator"]}
-        return redis.Redis(port=port, socket_timeout=2, **login, **self._tls_options())
+        return redis.Redis(port=port, socket_timeout=socket_timeout, **login, **self._tls_options())
 
     def sentinel_client(self, node: Node) -> redis.Redis:
         return redis.Redis(
@@ -163,6 +166,22 @@ class SentinelGroup:
         wait_until(switched, f"the Sentinels to promote a replica of :{old_port}", timeout, 0.02)
         return self.primary_port()
 
+    def restart(self, node: Node, replica_of: int | None = None) -> None:
+        """Stop a data node (SIGTERM: it writes its AOF) if it runs, and start it again on its
+        port and directory, from its AOF; with ``replica_of``, as that primary's replica (the
+        Sentinels would make it one anyway; this way it never answers as a second primary)."""
+        if node.alive():
+            stop_process(node.process, timeout=30)
+        argv = list(node.argv)
+        if "--replicaof" in argv:
+            at = argv.index("--replicaof")
+            del argv[at : at + 3]
+        if replica_of is not None:
+            argv += ["--replicaof", "127.0.0.1", str(replica_of)]
+        # the log is appended to: what the node said before the restart stays
+        node.process = start_process(argv, node.log, cwd=node.log.parent)
+        wait_listening(node.process, "127.0.0.1", node.port, node.log, timeout=60)
+
     def stop(self) -> None:
         for node in [*self.sentinels, *self.nodes]:
             stop_process(node.process, timeout=5)
@@ -172,7 +191,7 @@ def _start(argv: list[str], workdir: Path, port: int, name: str) -> Node:
     log = workdir / f"{name}.log"
     process = start_process(argv, log, cwd=workdir)
     wait_listening(process, "127.0.0.1", port, log, timeout=10)
-    return Node(port, process, log)
+    return Node(port, process, log, argv)
 
 
 def _tls_config(tls: TlsFiles | None, port: int) -> list[tuple[str, str]]:
@@ -239,18 +258,26 @@ def _sentinel(group: SentinelGroup, index: int, primary: int) -> Node:
         f"sentinel monitor {name} 127.0.0.1 {primary} 2\n"
         f"sentinel auth-pass {name} {group.password}\n"
         + (f"sentinel auth-user {name} sentinel\n" if group.acl else "")
-        + f"sentinel down-after-milliseconds {name} {DOWN_AFTER_MS}\n"
-        f"sentinel failover-timeout {name} {FAILOVER_TIMEOUT_MS}\n"
+        + f"sentinel down-after-milliseconds {name} {group.down_after_ms}\n"
+        f"sentinel failover-timeout {name} {group.failover_timeout_ms}\n"
         f"sentinel parallel-syncs {name} 1\n"
     )
     return _start([server_binary(), str(config), "--sentinel"], workdir, port, "sentinel")
 
 
 def start_sentinel_group(
-    workdir: Path, tls: TlsFiles | None = None, acl: bool = False
+    workdir: Path,
+    tls: TlsFiles | None = None,
+    acl: bool = False,
+    down_after_ms: int = DOWN_AFTER_MS,
+    failover_timeout_ms: int = FAILOVER_TIMEOUT_MS,
 ) -> SentinelGroup:
-    """Start the six processes and wait until the group is ready to fail over."""
-    group = SentinelGroup(workdir, tls=tls, acl=acl)
+    """Start the six processes and wait until the group is ready to fail over (``down_after_ms``
+    and ``failover_timeout_ms``: the Sentinels' timings, short by default for tests)."""
+    group = SentinelGroup(
+        workdir, tls=tls, acl=acl, down_after_ms=down_after_ms,
+        failover_timeout_ms=failover_timeout_ms,
+    )  # fmt: skip
     try:
         group.nodes.append(_data_node(group, 0, None))
         primary = group.nodes[0].port

@@ -30,6 +30,12 @@ ROOT = Path(__file__).resolve().parents[3]
         (["--lab", "--per-host", "0"], "soak: error: --per-host must be at least 1"),
         (["--seen-cache", "0"], "soak: error: --seen-cache must be at least 1"),
         (["--seen-cache", "lots"], "soak: error: argument --seen-cache: invalid int value: 'lots'"),
+        (["--hubs", "2"], "soak: error: argument --hubs: invalid choice: 2 (choose from 1, 3)"),
+        (
+            ["--lab", "--hubs", "3"],
+            "soak: error: --hubs: the lab soak runs on the lab's one hub (make lab-ha fails it "
+            "over)",
+        ),
     ],
 )
 def test_a_soak_that_cannot_run_says_why_in_one_line(
