@@ -95,20 +95,27 @@ def test_async_clients_reach_the_primary(steady_group: SentinelGroup, blocking: 
     assert asyncio.run(use()) == b"6"
 
 
-def test_an_enqueue_too_few_replicas_confirm_is_kept_and_sent_again(
-    steady_group: SentinelGroup,
-) -> None:
+def open_scheduler(url: str, name: str, wait_replicas: int, **settings: object) -> Scheduler:
+    """An open frontier scheduler of spider ``name`` that waits for ``wait_replicas``."""
     settings = {
-        "REDIS_URL": steady_group.url(db=8),
+        "REDIS_URL": url,
         "DUPEFILTER_CLASS": "crawlfleet.frontier.dupefilter.SetDupeFilter",
-        "SCHEDULER_WAIT_REPLICAS": 3,  # the group has two
-        "SCHEDULER_WAIT_TIMEOUT": 0.2,
+        "SCHEDULER_WAIT_REPLICAS": wait_replicas,
         "POLITENESS_ENABLED": False,
+        **settings,
     }
-    crawler = get_crawler(type("Waits", (Spider,), {"name": "waits"}), settings)
+    crawler = get_crawler(type(name.title(), (Spider,), {"name": name}), settings)
     crawler.spider = crawler._create_spider()
     scheduler = Scheduler.from_crawler(crawler)
     scheduler.open(crawler.spider)
+    return scheduler
+
+
+def test_an_enqueue_too_few_replicas_confirm_is_kept_and_sent_again(
+    steady_group: SentinelGroup,
+) -> None:
+    # the group has two replicas
+    scheduler = open_scheduler(steady_group.url(db=8), "waits", 3, SCHEDULER_WAIT_TIMEOUT=0.2)
     try:
         scheduler.enqueue_request(Request("https://a.test/1"))
         assert scheduler._pending  # not acknowledged: 2 of the 3 replicas confirmed it
@@ -125,16 +132,7 @@ def test_an_enqueue_waited_for_is_one_round_trip_and_survives_a_lost_script(
     """EVALSHA and WAIT in one round trip (no SCRIPT EXISTS before them, as redis-py's script
     object in a pipeline sends); a primary that lost the script (SCRIPT FLUSH, as after a restart
     or a failover to a fresh one) answers NOSCRIPT, and the enqueue loads it and is stored once."""
-    settings = {
-        "REDIS_URL": steady_group.url(db=9),
-        "DUPEFILTER_CLASS": "crawlfleet.frontier.dupefilter.SetDupeFilter",
-        "SCHEDULER_WAIT_REPLICAS": 2,
-        "POLITENESS_ENABLED": False,
-    }
-    crawler = get_crawler(type("Durable", (Spider,), {"name": "durable"}), settings)
-    crawler.spider = crawler._create_spider()
-    scheduler = Scheduler.from_crawler(crawler)
-    scheduler.open(crawler.spider)
+    scheduler = open_scheduler(steady_group.url(db=9), "durable", 2)
     primary = steady_group.node_client(steady_group.primary_port())
 
     def calls(command: str) -> int:
