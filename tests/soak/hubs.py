@@ -29,8 +29,6 @@ FAILOVER_WAIT = 120  # seconds a failover may take before the soak says so
 class OneHub:
     """One redis-server, AOF on."""
 
-    count = 1
-
     def __init__(self, workdir: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.server: RedisServer = start_redis(workdir)
@@ -68,8 +66,6 @@ class OneHub:
 
 class ThreeHubs:
     """A primary, two replicas and three Sentinels (quorum 2) with the role's timings."""
-
-    count = 3
 
     def __init__(
         self,
